@@ -1,0 +1,367 @@
+"""`AgentBuilder` and `Agent`: what users configure and run."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from .errors import UserError
+from .executor import AgentCheckpoint, AgentExecutionNode, AgentExecutor, DirectAgentExecutor
+from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
+from .ids import IdSource, SystemIdSource, new_id
+from .loop import AgentLoop, apply_hitl_decisions
+from .messages import ModelMessage
+from .models.base import Model, ModelRequestParameters, ModelSettings
+from .output import OUTPUT_TOOL_NAME, OutputValidator
+from .runner import DirectNodeRunner, NodeRunner
+from .state import AgentRunState, RunStatus
+from .stream import AgentStreamRecord, StreamSink
+from .tools import Tool, ToolContext, ToolDefinition, ToolFunc
+from .usage import Usage, UsageLimits
+
+__all__ = ["Agent", "AgentBuilder", "AgentResult"]
+
+OutputT = TypeVar("OutputT")
+Instructions = str | Callable[[ToolContext], str | Awaitable[str]]
+
+
+@dataclass
+class AgentResult(Generic[OutputT]):
+    """The end of a run: completed, or waiting for a human (`status == "waiting"`)."""
+
+    output: OutputT | None
+    structured_output: Any
+    state: AgentRunState
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def messages(self) -> list[ModelMessage]:
+        return self.state.message_history
+
+    @property
+    def status(self) -> RunStatus:
+        return self.state.status
+
+    @property
+    def pending_approvals(self) -> list[PendingToolApproval]:
+        return self.state.pending_approval_tool_returns
+
+    @property
+    def deferred_calls(self) -> list[DeferredToolCall]:
+        return self.state.deferred_tool_returns
+
+
+@dataclass(frozen=True)
+class Agent:
+    """A configured agent. Immutable: `with_executor` returns a new one."""
+
+    model: Model
+    name: str = "agent"
+    instructions: Instructions | None = None
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    output_type: type[BaseModel] | None = None
+    output_validators: Sequence[OutputValidator] = ()
+    output_retries: int = 1
+    approval_required: frozenset[str] = frozenset()
+    usage_limits: UsageLimits = field(default_factory=UsageLimits)
+    max_steps: int | None = None
+    parallel_tool_calls: bool = True
+    max_concurrent_tools: int | None = None
+    model_settings: ModelSettings | None = None
+    executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
+
+    def with_executor(self, executor: AgentExecutor) -> Agent:
+        return replace(self, executor=executor)
+
+    # -- configuration read by the loop and the nodes ------------------------------------
+
+    def needs_approval(self, tool_name: str) -> bool:
+        tool = self.tools.get(tool_name)
+        return tool_name in self.approval_required or (tool is not None and tool.requires_approval)
+
+    def tool_max_retries(self, tool_name: str) -> int:
+        tool = self.tools.get(tool_name)
+        return tool.max_retries if tool is not None else 1
+
+    def is_output_tool(self, tool_name: str) -> bool:
+        return self.output_type is not None and tool_name == OUTPUT_TOOL_NAME
+
+    def request_parameters(self) -> ModelRequestParameters:
+        tools = [tool.definition() for tool in self.tools.values()]
+        if self.output_type is None:
+            return ModelRequestParameters(function_tools=tools, settings=self.model_settings)
+        schema = self.output_type.model_json_schema()
+        mode = self.model.structured_output_mode
+        return ModelRequestParameters(
+            function_tools=tools,
+            output_mode=mode,
+            output_schema=schema,
+            output_schema_name=self.output_type.__name__,
+            output_tool=ToolDefinition(
+                name=OUTPUT_TOOL_NAME,
+                description=f"Return the final result as {self.output_type.__name__}.",
+                parameters_json_schema=schema,
+            )
+            if mode == "tool"
+            else None,
+            settings=self.model_settings,
+        )
+
+    async def render_instructions(self, ctx: ToolContext) -> str | None:
+        if self.instructions is None or isinstance(self.instructions, str):
+            return self.instructions
+        rendered = self.instructions(ctx)
+        if inspect.isawaitable(rendered):
+            rendered = await rendered
+        return rendered
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _result(self, state: AgentRunState) -> AgentResult[Any]:
+        output: Any = state.output
+        if self.output_type is not None and state.structured_output is not None:
+            output = self.output_type.model_validate(state.structured_output)
+        return AgentResult(
+            output=output if state.status == RunStatus.COMPLETED else None,
+            structured_output=state.structured_output,
+            state=state,
+            usage=state.usage,
+        )
+
+    def _loop(
+        self,
+        state: AgentRunState,
+        *,
+        runner: NodeRunner | None,
+        ids: IdSource | None,
+        sink: StreamSink | None,
+        stream_start: int,
+    ) -> AgentLoop:
+        return AgentLoop(
+            self,
+            state,
+            runner=runner or DirectNodeRunner(self),
+            executor=self.executor,
+            ids=ids or SystemIdSource(),
+            sink=sink,
+            stream_start=stream_start,
+        )
+
+    def new_state(
+        self,
+        prompt: str,
+        *,
+        ids: IdSource,
+        message_history: Sequence[ModelMessage] | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> AgentRunState:
+        if not isinstance(prompt, str):
+            raise UserError(f"prompt must be a string, got {type(prompt).__name__}")
+        return AgentRunState(
+            run_id=new_id(ids, "run"),
+            conversation_id=conversation_id or new_id(ids, "conv"),
+            message_history=list(message_history or []),
+            metadata=dict(metadata or {}),
+            pending_prompt=prompt,
+            status=RunStatus.RUNNING,
+        )
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        sink: StreamSink | None = None,
+        runner: NodeRunner | None = None,
+        ids: IdSource | None = None,
+    ) -> AgentResult[Any]:
+        """Runs to completion, or to a wait for a human; raises `ExecutionSuspended` on Suspend."""
+        ids = ids or SystemIdSource()
+        state = self.new_state(
+            prompt,
+            ids=ids,
+            message_history=message_history,
+            conversation_id=conversation_id,
+            metadata=metadata,
+        )
+        loop = self._loop(state, runner=runner, ids=ids, sink=sink, stream_start=0)
+        loop._emit("run_start", None, conversation_id=state.conversation_id, agent=self.name)
+        return self._result(await loop.drive(AgentExecutionNode.RUN_START))
+
+    async def resume(
+        self,
+        checkpoint: AgentCheckpoint,
+        *,
+        sink: StreamSink | None = None,
+        runner: NodeRunner | None = None,
+        ids: IdSource | None = None,
+    ) -> AgentResult[Any]:
+        """Continues from a stored checkpoint, doing that node's work and what follows."""
+        if checkpoint.node is AgentExecutionNode.RUN_FAILED:
+            raise UserError(
+                f"checkpoint {checkpoint.checkpoint_id} records a failed run; resume from an "
+                "earlier checkpoint instead"
+            )
+        state = checkpoint.state.snapshot()
+        loop = self._loop(
+            state,
+            runner=runner,
+            ids=ids,
+            sink=sink,
+            stream_start=checkpoint.resume.cursor.stream_cursor + 2,
+        )
+        return self._result(await loop.drive(checkpoint.node, skip_boundary=True))
+
+    async def resume_after_hitl(
+        self,
+        state: AgentRunState,
+        *,
+        approvals: Mapping[str, ToolApprovalDecision | bool] | None = None,
+        deferred_results: Sequence[DeferredToolResult] | None = None,
+        sink: StreamSink | None = None,
+        runner: NodeRunner | None = None,
+        ids: IdSource | None = None,
+    ) -> AgentResult[Any]:
+        """Continues a waiting run once every pending call has a decision or result."""
+        resumed = apply_hitl_decisions(state, approvals, deferred_results)
+        loop = self._loop(resumed, runner=runner, ids=ids, sink=sink, stream_start=0)
+        return self._result(await loop.drive(AgentExecutionNode.TOOL_CALL))
+
+    async def run_stream(
+        self, prompt: str, *, message_history: Sequence[ModelMessage] | None = None
+    ) -> AsyncIterator[AgentStreamRecord]:
+        """Yields stream records as the run makes them; errors are raised after the last one."""
+        import asyncio
+
+        queue: asyncio.Queue[AgentStreamRecord | None] = asyncio.Queue()
+
+        async def produce() -> None:
+            try:
+                await self.run(prompt, message_history=message_history, sink=queue.put_nowait)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.ensure_future(produce())
+        while (record := await queue.get()) is not None:
+            yield record
+        await task
+
+
+class AgentBuilder:
+    """Chainable configuration; `build()` checks it and returns an `Agent`."""
+
+    def __init__(self, model: Model) -> None:
+        if not isinstance(model, Model):
+            raise UserError(
+                f"AgentBuilder needs a Model (TestModel, FunctionModel, OpenAIChatModel, ...), "
+                f"got {type(model).__name__}"
+            )
+        self._model = model
+        self._name = "agent"
+        self._instructions: Instructions | None = None
+        self._tools: list[Tool] = []
+        self._output_type: type[BaseModel] | None = None
+        self._validators: list[OutputValidator] = []
+        self._output_retries = 1
+        self._approval: list[str] = []
+        self._limits = UsageLimits()
+        self._max_steps: int | None = None
+        self._parallel = True
+        self._max_concurrent: int | None = None
+        self._settings: ModelSettings | None = None
+
+    def name(self, name: str) -> AgentBuilder:
+        self._name = name
+        return self
+
+    def instructions(self, instructions: Instructions) -> AgentBuilder:
+        self._instructions = instructions
+        return self
+
+    def tool(self, tool: ToolFunc | Tool, **options: Any) -> AgentBuilder:
+        self._tools.append(tool if isinstance(tool, Tool) else Tool(tool, **options))
+        return self
+
+    def tools(self, tools: Sequence[ToolFunc | Tool]) -> AgentBuilder:
+        for tool in tools:
+            self.tool(tool)
+        return self
+
+    def output_type(self, output_type: type[BaseModel]) -> AgentBuilder:
+        if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
+            raise UserError(f"output_type must be a pydantic model class, got {output_type!r}")
+        self._output_type = output_type
+        return self
+
+    def output_validator(self, validator: OutputValidator) -> AgentBuilder:
+        self._validators.append(validator)
+        return self
+
+    def output_retries(self, retries: int) -> AgentBuilder:
+        self._output_retries = retries
+        return self
+
+    def approval_required_tools(self, names: Sequence[str]) -> AgentBuilder:
+        self._approval.extend(names)
+        return self
+
+    def usage_limits(self, limits: UsageLimits) -> AgentBuilder:
+        self._limits = limits
+        return self
+
+    def max_steps(self, steps: int) -> AgentBuilder:
+        if steps < 1:
+            raise UserError(f"max_steps must be at least 1, got {steps}")
+        self._max_steps = steps
+        return self
+
+    def sequential_tool_calls(self, sequential: bool = True) -> AgentBuilder:
+        self._parallel = not sequential
+        return self
+
+    def max_concurrent_tools(self, limit: int) -> AgentBuilder:
+        if limit < 1:
+            raise UserError(f"max_concurrent_tools must be at least 1, got {limit}")
+        self._max_concurrent = limit
+        return self
+
+    def model_settings(self, settings: ModelSettings) -> AgentBuilder:
+        self._settings = settings
+        return self
+
+    def build(self) -> Agent:
+        tools: dict[str, Tool] = {}
+        for tool in self._tools:
+            if tool.name in tools:
+                raise UserError(f"two tools are named {tool.name!r}; tool names must be unique")
+            if self._output_type is not None and tool.name == OUTPUT_TOOL_NAME:
+                raise UserError(f"{OUTPUT_TOOL_NAME!r} is reserved for structured output")
+            tools[tool.name] = tool
+        unknown = sorted(set(self._approval) - set(tools))
+        if unknown:
+            raise UserError(
+                f"approval_required_tools names unknown tool(s) {unknown}; "
+                f"registered tools: {sorted(tools) or 'none'}"
+            )
+        return Agent(
+            model=self._model,
+            name=self._name,
+            instructions=self._instructions,
+            tools=tools,
+            output_type=self._output_type,
+            output_validators=tuple(self._validators),
+            output_retries=self._output_retries,
+            approval_required=frozenset(self._approval),
+            usage_limits=self._limits,
+            max_steps=self._max_steps,
+            parallel_tool_calls=self._parallel,
+            max_concurrent_tools=self._max_concurrent,
+            model_settings=self._settings,
+        )

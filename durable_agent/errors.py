@@ -1,0 +1,152 @@
+"""The error hierarchy.
+
+`AgentError` is the root of everything the runtime raises on purpose. Errors a retry cannot
+fix carry `retryable = False`; the Temporal activities turn those into non-retryable
+application errors so a mistake is not retried forever.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .executor import AgentCheckpoint, AgentExecutionNode
+
+__all__ = [
+    "AgentError",
+    "AgentExecutorError",
+    "ApprovalRequired",
+    "CallDeferred",
+    "ExecutionSuspended",
+    "HitlDecisionError",
+    "MaxStepsExceeded",
+    "ModelHTTPError",
+    "ModelRetry",
+    "OutputRetryLimitExceeded",
+    "ToolRetryLimitExceeded",
+    "UnexpectedModelBehavior",
+    "UnknownAgentError",
+    "UsageLimitExceeded",
+    "UserError",
+]
+
+
+class AgentError(Exception):
+    """Base of every error the runtime raises deliberately."""
+
+    kind: str = "agent_error"
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UserError(AgentError):
+    """The agent was configured or called wrongly; the message says how to fix it."""
+
+    kind = "user_error"
+
+
+class UnknownAgentError(UserError):
+    kind = "unknown_agent"
+
+
+class HitlDecisionError(UserError):
+    """Approval decisions or deferred results that do not match the pending calls."""
+
+    kind = "invalid_hitl_decision"
+
+
+class UsageLimitExceeded(AgentError):
+    kind = "usage_limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class MaxStepsExceeded(AgentError):
+    kind = "max_steps_exceeded"
+
+
+class ToolRetryLimitExceeded(AgentError):
+    kind = "tool_retry_limit_exceeded"
+
+
+class OutputRetryLimitExceeded(AgentError):
+    kind = "output_retry_limit_exceeded"
+
+
+class UnexpectedModelBehavior(AgentError):
+    kind = "unexpected_model_behavior"
+
+
+class ModelHTTPError(AgentError):
+    """A model provider answered with an error status.
+
+    `retryable` follows the status: 408, 409, 429 and 5xx may succeed later; other 4xx
+    (bad request, auth, context too long) never will.
+    """
+
+    kind = "model_http_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None,
+        model_name: str,
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.model_name = model_name
+        self.body = body
+        self.retry_after = retry_after
+        self.retryable = status_code is None or status_code in (408, 409, 429) or status_code >= 500
+
+
+class AgentExecutorError(AgentError):
+    """The executor itself failed while handling a checkpoint."""
+
+    kind = "executor_error"
+
+
+class ExecutionSuspended(AgentError):
+    """The executor answered `Suspend` at a boundary; `agent.resume(checkpoint)` continues."""
+
+    kind = "suspended"
+
+    def __init__(self, node: AgentExecutionNode, reason: str, checkpoint: AgentCheckpoint) -> None:
+        super().__init__(f"run suspended at {node.value}: {reason}")
+        self.node = node
+        self.reason = reason
+        self.checkpoint = checkpoint
+
+
+class ModelRetry(Exception):
+    """Raised by a tool or output validator to send the model a retry prompt."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ApprovalRequired(Exception):
+    """Raised by a tool to stop and ask a human before it runs."""
+
+    def __init__(self, reason: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(reason or "approval required")
+        self.reason = reason
+        self.metadata = metadata or {}
+
+
+class CallDeferred(Exception):
+    """Raised by a tool whose result will be delivered later from outside the run."""
+
+    def __init__(self, reason: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        super().__init__(reason or "call deferred")
+        self.reason = reason
+        self.metadata = metadata or {}

@@ -1,0 +1,132 @@
+"""Durable-execution types, as in starweaver's `executor.rs`.
+
+At every loop boundary the runtime hands an `AgentCheckpoint` to an `AgentExecutor` and
+obeys its decision. The checkpoint carries the full state plus `AgentResumeEvidence`, a small
+summary (cursors, counts, usage) that a durable store can index without reading the state.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from ._fields import WIRE_CONFIG, omit_none
+from .state import AgentRunState, RunStatus
+from .usage import Usage
+
+__all__ = [
+    "AgentCheckpoint",
+    "AgentCheckpointMetadata",
+    "AgentExecutionDecision",
+    "AgentExecutionDecisionAdapter",
+    "AgentExecutionNode",
+    "AgentExecutor",
+    "AgentResumeCursor",
+    "AgentResumeEvidence",
+    "Continue",
+    "DirectAgentExecutor",
+    "Suspend",
+]
+
+
+class AgentExecutionNode(StrEnum):
+    RUN_START = "run_start"
+    PREPARE_MODEL_REQUEST = "prepare_model_request"
+    BEFORE_MODEL_REQUEST = "before_model_request"
+    MODEL_RESPONSE = "model_response"
+    TOOL_CALL = "tool_call"
+    TOOL_RETURN = "tool_return"
+    VALIDATE_OUTPUT = "validate_output"
+    RUN_COMPLETE = "run_complete"
+    RUN_FAILED = "run_failed"
+
+
+class AgentResumeCursor(BaseModel):
+    model_config = WIRE_CONFIG
+    message_cursor: int
+    model_request_attempt: int
+    output_validation_attempt: int
+    stream_cursor: int
+    tool_call_batch_id: str | None = omit_none()
+
+
+class AgentResumeEvidence(BaseModel):
+    model_config = WIRE_CONFIG
+    cursor: AgentResumeCursor
+    deferred_tool_count: int
+    node: AgentExecutionNode
+    pending_approval_count: int
+    run_step: int
+    status: RunStatus
+    usage: Usage
+
+    @classmethod
+    def from_state(
+        cls, state: AgentRunState, node: AgentExecutionNode, stream_cursor: int
+    ) -> AgentResumeEvidence:
+        """Evidence is derived from state alone, so it can be recomputed and checked."""
+        return cls(
+            cursor=AgentResumeCursor(
+                message_cursor=len(state.message_history),
+                model_request_attempt=state.run_step,
+                output_validation_attempt=state.output_validation_attempt,
+                stream_cursor=stream_cursor,
+                tool_call_batch_id=state.tool_call_batch_id,
+            ),
+            deferred_tool_count=len(state.deferred_tool_returns),
+            node=node,
+            pending_approval_count=len(state.pending_approval_tool_returns),
+            run_step=state.run_step,
+            status=state.status,
+            usage=state.usage,
+        )
+
+
+class AgentCheckpointMetadata(BaseModel):
+    model_config = WIRE_CONFIG
+    span_id: str | None = None
+    trace_id: str | None = None
+
+
+class AgentCheckpoint(BaseModel):
+    model_config = WIRE_CONFIG
+    checkpoint_id: str
+    run_id: str
+    conversation_id: str
+    node: AgentExecutionNode
+    run_step: int
+    resume: AgentResumeEvidence
+    state: AgentRunState
+    metadata: AgentCheckpointMetadata = Field(default_factory=AgentCheckpointMetadata)
+
+
+class Continue(BaseModel):
+    kind: Literal["continue"] = "continue"
+
+
+class Suspend(BaseModel):
+    kind: Literal["suspend"] = "suspend"
+    reason: str
+
+
+AgentExecutionDecision = Annotated[Continue | Suspend, Field(discriminator="kind")]
+AgentExecutionDecisionAdapter: TypeAdapter[Continue | Suspend] = TypeAdapter(AgentExecutionDecision)
+
+
+@runtime_checkable
+class AgentExecutor(Protocol):
+    """Decides at each boundary whether the run goes on.
+
+    Raising from `checkpoint` fails the run with `AgentExecutorError`.
+    """
+
+    async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend: ...
+
+
+class DirectAgentExecutor:
+    """Runs straight through; the default when no durability is wanted."""
+
+    async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
+        return Continue()

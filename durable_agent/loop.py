@@ -1,0 +1,579 @@
+"""The agent loop: a state machine over `AgentRunState`, written once for both drivers.
+
+Each node has a boundary (a checkpoint handed to the executor) followed by its work. A
+checkpoint is taken *before* the node's work, so resuming from it means doing exactly that
+work and going on: nothing already recorded in state is done again.
+
+The loop does no I/O and reads no clock: work goes through the `NodeRunner`, ids and time
+through the `IdSource`. That is what lets the same code run inside a Temporal workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    AgentError,
+    AgentExecutorError,
+    ExecutionSuspended,
+    HitlDecisionError,
+    MaxStepsExceeded,
+    OutputRetryLimitExceeded,
+    ToolRetryLimitExceeded,
+)
+from .executor import (
+    AgentCheckpoint,
+    AgentExecutionNode,
+    AgentExecutor,
+    AgentResumeEvidence,
+    Continue,
+    Suspend,
+)
+from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
+from .ids import IdSource, format_timestamp, new_id
+from .messages import ToolCall, ToolReturn
+from .nodes import (
+    ModelRequestInput,
+    PrepareModelRequestInput,
+    ToolCallInput,
+    ToolCallOutcome,
+    ValidateOutputInput,
+)
+from .runner import NodeRunner
+from .state import AgentRunState, RunError, RunStatus
+from .stream import AgentStreamRecord, StreamKind, StreamSink
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["AgentLoop", "apply_hitl_decisions"]
+
+N = AgentExecutionNode
+
+
+def _error_kind(exc: BaseException) -> str:
+    return exc.kind if isinstance(exc, AgentError) else type(exc).__name__
+
+
+class AgentLoop:
+    """Drives one run from a node until it completes, waits for a human, or is suspended."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        state: AgentRunState,
+        *,
+        runner: NodeRunner,
+        executor: AgentExecutor,
+        ids: IdSource,
+        sink: StreamSink | None = None,
+        stream_start: int = 0,
+        idempotency_prefix: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.state = state
+        self.runner = runner
+        self.executor = executor
+        self.ids = ids
+        self.sink = sink
+        self.seq = stream_start
+        self.idempotency_prefix = idempotency_prefix or state.run_id
+
+    # -- stream and boundaries -------------------------------------------------------------
+
+    def _emit(
+        self, kind: StreamKind, node: AgentExecutionNode | None = None, /, **data: Any
+    ) -> int:
+        seq = self.seq
+        self.seq += 1
+        if self.sink is not None:
+            self.sink(
+                AgentStreamRecord(
+                    seq=seq,
+                    kind=kind,
+                    run_id=self.state.run_id,
+                    node=node.value if node else None,
+                    data=data,
+                )
+            )
+        return seq
+
+    def _checkpoint(self, node: AgentExecutionNode, stream_cursor: int) -> AgentCheckpoint:
+        state = self.state
+        return AgentCheckpoint(
+            checkpoint_id=new_id(self.ids, "ckpt"),
+            run_id=state.run_id,
+            conversation_id=state.conversation_id,
+            node=node,
+            run_step=state.run_step,
+            resume=AgentResumeEvidence.from_state(state, node, stream_cursor),
+            state=state.snapshot(),
+        )
+
+    async def _boundary(self, node: AgentExecutionNode) -> None:
+        cursor = self._emit("node_start", node)
+        checkpoint = self._checkpoint(node, cursor)
+        self._emit("checkpoint", node, checkpoint_id=checkpoint.checkpoint_id)
+        try:
+            decision = await self.executor.checkpoint(checkpoint)
+        except (asyncio.CancelledError, ExecutionSuspended):
+            raise
+        except Exception as exc:
+            raise AgentExecutorError(
+                f"executor {type(self.executor).__name__} failed at {node.value}: {exc}"
+            ) from exc
+        if isinstance(decision, Suspend):
+            self._emit("suspended", node, reason=decision.reason)
+            raise ExecutionSuspended(node, decision.reason, checkpoint)
+        if not isinstance(decision, Continue):
+            raise AgentExecutorError(
+                f"executor {type(self.executor).__name__} returned {decision!r} at "
+                f"{node.value}; expected Continue() or Suspend(reason=...)"
+            )
+
+    # -- driving ---------------------------------------------------------------------------
+
+    async def drive(
+        self, node: AgentExecutionNode, *, skip_boundary: bool = False
+    ) -> AgentRunState:
+        """Runs from `node`; `skip_boundary` resumes a run already checkpointed at `node`."""
+        if self.state.status in (RunStatus.STARTING, RunStatus.WAITING):
+            self.state.status = RunStatus.RUNNING
+        current: AgentExecutionNode | None = node
+        try:
+            while current is not None:
+                if skip_boundary:
+                    skip_boundary = False
+                else:
+                    await self._boundary(current)
+                following = await self._work(current)
+                self._emit("node_complete", current)
+                current = following
+        except ExecutionSuspended:
+            raise
+        except asyncio.CancelledError:
+            self.state.status = RunStatus.CANCELLED
+            raise
+        except Exception as exc:
+            await self._fail(exc)
+            raise
+        return self.state
+
+    async def _fail(self, exc: Exception) -> None:
+        state = self.state
+        state.status = RunStatus.FAILED
+        state.error = RunError(kind=_error_kind(exc), message=str(exc))
+        cursor = self._emit("node_start", N.RUN_FAILED)
+        checkpoint = self._checkpoint(N.RUN_FAILED, cursor)
+        self._emit("checkpoint", N.RUN_FAILED, checkpoint_id=checkpoint.checkpoint_id)
+        if not isinstance(exc, AgentExecutorError):
+            # The run has already failed; an executor error here must not hide the cause.
+            try:
+                await self.executor.checkpoint(checkpoint)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                pass
+        self._emit("run_failed", N.RUN_FAILED, kind=state.error.kind, message=state.error.message)
+
+    async def _work(self, node: AgentExecutionNode) -> AgentExecutionNode | None:
+        if node is N.RUN_START:
+            return N.PREPARE_MODEL_REQUEST
+        if node is N.PREPARE_MODEL_REQUEST:
+            return await self._prepare()
+        if node is N.BEFORE_MODEL_REQUEST:
+            return await self._request_model()
+        if node is N.MODEL_RESPONSE:
+            return self._route_response()
+        if node is N.TOOL_CALL:
+            return await self._tool_call()
+        if node is N.TOOL_RETURN:
+            return self._tool_return()
+        if node is N.VALIDATE_OUTPUT:
+            return await self._validate_output()
+        if node is N.RUN_COMPLETE:
+            self._emit("run_complete", node, output=self.state.output)
+            return None
+        raise AgentExecutorError(f"cannot run from node {node.value!r}")
+
+    def _ref(self) -> dict[str, Any]:
+        state = self.state
+        return {
+            "run_id": state.run_id,
+            "conversation_id": state.conversation_id,
+            "run_step": state.run_step,
+            "timestamp": format_timestamp(self.ids.now()),
+            "metadata": state.metadata,
+        }
+
+    # -- model -----------------------------------------------------------------------------
+
+    async def _prepare(self) -> AgentExecutionNode:
+        state = self.state
+        order = self._call_order()
+        returns = sorted(
+            state.pending_tool_returns, key=lambda r: order.get(r.tool_call_id, 1 << 30)
+        )
+        request = await self.runner.prepare_model_request(
+            PrepareModelRequestInput(
+                **self._ref(),
+                prompt=state.pending_prompt,
+                include_instructions=state.run_step == 0,
+                tool_returns=returns,
+                retry_prompts=state.pending_retry_prompts,
+            )
+        )
+        state.message_history.append(request)
+        state.pending_prompt = None
+        state.pending_tool_calls = []
+        state.pending_tool_returns = []
+        state.pending_retry_prompts = []
+        state.active_tool_call_id = None
+        return N.BEFORE_MODEL_REQUEST
+
+    async def _request_model(self) -> AgentExecutionNode:
+        state = self.state
+        agent = self.agent
+        if agent.max_steps is not None and state.run_step >= agent.max_steps:
+            raise MaxStepsExceeded(
+                f"the run reached max_steps={agent.max_steps} without a final answer; "
+                "raise AgentBuilder.max_steps(...) if the task needs more steps"
+            )
+        agent.usage_limits.check_before_request(state.usage)
+        self._emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=state.run_step + 1)
+        response = await self.runner.model_request(
+            ModelRequestInput(**self._ref(), messages=state.message_history)
+        )
+        usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
+        self._emit(
+            "model_response",
+            N.BEFORE_MODEL_REQUEST,
+            run_step=state.run_step + 1,
+            parts=len(response.parts),
+            tool_calls=len(response.tool_calls),
+        )
+        state.message_history.append(response)
+        state.latest_response = response
+        state.run_step += 1
+        state.usage = state.usage.add(usage)
+        agent.usage_limits.check_tokens(state.usage)
+        return N.MODEL_RESPONSE
+
+    def _route_response(self) -> AgentExecutionNode:
+        state = self.state
+        response = state.latest_response
+        assert response is not None, "model_response without a response"
+        calls = [c for c in response.tool_calls if not self.agent.is_output_tool(c.name)]
+        if len(calls) < len(response.tool_calls) or not calls:
+            return N.VALIDATE_OUTPUT
+        state.pending_tool_calls = [c.as_call() for c in calls]
+        state.active_tool_call_id = calls[0].id
+        return N.TOOL_CALL
+
+    async def _validate_output(self) -> AgentExecutionNode:
+        state = self.state
+        assert state.latest_response is not None, "validate_output without a response"
+        outcome = await self.runner.validate_output(
+            ValidateOutputInput(
+                **self._ref(),
+                response=state.latest_response,
+                attempt=state.output_validation_attempt,
+            )
+        )
+        if outcome.kind == "ok":
+            state.output = outcome.output
+            state.structured_output = outcome.structured_output
+            state.status = RunStatus.COMPLETED
+            return N.RUN_COMPLETE
+        assert outcome.retry_prompt is not None
+        state.output_validation_attempt += 1
+        if state.output_validation_attempt > self.agent.output_retries:
+            raise OutputRetryLimitExceeded(
+                f"output validation failed {state.output_validation_attempt} time(s), more than "
+                f"output_retries={self.agent.output_retries}; last problem: "
+                f"{outcome.retry_prompt.content}"
+            )
+        state.pending_retry_prompts = [outcome.retry_prompt]
+        return N.PREPARE_MODEL_REQUEST
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def _call_order(self) -> dict[str, int]:
+        response = self.state.latest_response
+        if response is None:
+            return {}
+        return {c.id: i for i, c in enumerate(response.tool_calls)}
+
+    def _parallel(self) -> bool:
+        """Async tools run concurrently unless the agent asks for sequential execution."""
+        if not self.agent.parallel_tool_calls:
+            return False
+        tools = self.agent.tools
+        return all(
+            (tool := tools.get(c.name)) is None or tool.is_async
+            for c in self.state.pending_tool_calls
+        )
+
+    def _next_call(self) -> ToolCall | None:
+        calls = self.state.pending_tool_calls
+        ids = [c.id for c in calls]
+        active = self.state.active_tool_call_id
+        index = ids.index(active) + 1 if active in ids else 0
+        return calls[index] if index < len(calls) else None
+
+    def _active_call(self) -> ToolCall:
+        for call in self.state.pending_tool_calls:
+            if call.id == self.state.active_tool_call_id:
+                return call
+        raise AgentExecutorError(
+            f"no pending tool call {self.state.active_tool_call_id!r} to run; the checkpoint "
+            "state is inconsistent"
+        )
+
+    async def _tool_call(self) -> AgentExecutionNode:
+        state = self.state
+        if self._parallel():
+            following = self._next_call()
+            if following is not None:
+                state.active_tool_call_id = following.id
+                return N.TOOL_CALL
+            await self._execute(state.pending_tool_calls)
+            state.active_tool_call_id = state.pending_tool_calls[0].id
+        else:
+            await self._execute([self._active_call()])
+        return N.TOOL_RETURN
+
+    def _tool_return(self) -> AgentExecutionNode | None:
+        state = self.state
+        following = self._next_call()
+        if following is not None:
+            state.active_tool_call_id = following.id
+            return N.TOOL_RETURN if self._parallel() else N.TOOL_CALL
+        state.active_tool_call_id = None
+        if state.pending_approval_tool_returns or state.deferred_tool_returns:
+            state.status = RunStatus.WAITING
+            self._emit(
+                "waiting",
+                N.TOOL_RETURN,
+                pending_approvals=[a.tool_call_id for a in state.pending_approval_tool_returns],
+                deferred=[d.tool_call_id for d in state.deferred_tool_returns],
+            )
+            return None
+        return N.PREPARE_MODEL_REQUEST
+
+    async def _execute(self, calls: Sequence[ToolCall]) -> None:
+        """Runs the calls that have no outcome yet; outcomes are applied in call order."""
+        state = self.state
+        agent = self.agent
+        done = {r.tool_call_id for r in state.pending_tool_returns}
+        approvals = {a.tool_call_id: a for a in state.pending_approval_tool_returns}
+        deferred = {d.tool_call_id: d for d in state.deferred_tool_returns}
+        planned: list[ToolCallInput] = []
+        for call in calls:
+            if call.id in done:
+                continue
+            approval = approvals.get(call.id)
+            waiting = deferred.get(call.id)
+            if waiting is not None:
+                if waiting.result is not None:
+                    self._resolve_deferred(waiting, waiting.result)
+                continue
+            if approval is not None:
+                if approval.decision is None:
+                    continue
+                if not approval.decision.approved:
+                    self._deny(approval, approval.decision)
+                    continue
+            elif agent.needs_approval(call.name):
+                state.pending_approval_tool_returns = [
+                    *state.pending_approval_tool_returns,
+                    PendingToolApproval(
+                        tool_call_id=call.id, tool_name=call.name, arguments=call.arguments
+                    ),
+                ]
+                continue
+            decision = approval.decision if approval is not None else None
+            planned.append(
+                ToolCallInput(
+                    **self._ref(),
+                    call=call,
+                    retry=state.tool_retries.get(call.name, 0),
+                    approved=decision is not None,
+                    override_arguments=decision.override_arguments if decision else None,
+                    idempotency_key=f"{self.idempotency_prefix}:{call.id}",
+                )
+            )
+        if not planned:
+            return
+        agent.usage_limits.check_before_tool_calls(state.usage, len(planned))
+        for item in planned:
+            self._emit(
+                "tool_call", N.TOOL_CALL, tool_call_id=item.call.id, tool_name=item.call.name
+            )
+        outcomes = await self._run_tools(planned)
+        for item, outcome in zip(planned, outcomes, strict=True):
+            self._apply_outcome(item.call, outcome)
+
+    async def _run_tools(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+        if len(planned) == 1:
+            return [await self.runner.tool_call(planned[0])]
+        limit = self.agent.max_concurrent_tools
+        if limit is None or limit >= len(planned):
+            return list(await asyncio.gather(*(self.runner.tool_call(p) for p in planned)))
+        semaphore = asyncio.Semaphore(limit)
+
+        async def bounded(item: ToolCallInput) -> ToolCallOutcome:
+            async with semaphore:
+                return await self.runner.tool_call(item)
+
+        return list(await asyncio.gather(*(bounded(p) for p in planned)))
+
+    def _apply_outcome(self, call: ToolCall, outcome: ToolCallOutcome) -> None:
+        state = self.state
+        self._drop_approval(call.id)
+        if outcome.kind == "approval_required":
+            state.pending_approval_tool_returns = [
+                *state.pending_approval_tool_returns,
+                PendingToolApproval(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    reason=outcome.reason,
+                    metadata=outcome.metadata,
+                ),
+            ]
+            return
+        if outcome.kind == "deferred":
+            state.deferred_tool_returns = [
+                *state.deferred_tool_returns,
+                DeferredToolCall(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    arguments=call.arguments,
+                    reason=outcome.reason,
+                    metadata=outcome.metadata,
+                ),
+            ]
+            return
+        tool_return = outcome.tool_return
+        assert tool_return is not None, f"{outcome.kind} outcome without a tool return"
+        if outcome.kind == "retry":
+            used = state.tool_retries.get(call.name, 0) + 1
+            limit = self.agent.tool_max_retries(call.name)
+            if used > limit:
+                raise ToolRetryLimitExceeded(
+                    f"tool {call.name!r} exceeded its retry limit of {limit}; "
+                    f"last problem: {tool_return.content}"
+                )
+            state.tool_retries = {**state.tool_retries, call.name: used}
+        else:
+            state.usage = state.usage.add(Usage(tool_calls=1))
+            if call.name in state.tool_retries:
+                state.tool_retries = {k: v for k, v in state.tool_retries.items() if k != call.name}
+        state.pending_tool_returns = [*state.pending_tool_returns, tool_return]
+        self._emit("tool_return", N.TOOL_CALL, tool_call_id=call.id, is_error=tool_return.is_error)
+
+    def _drop_approval(self, call_id: str) -> None:
+        state = self.state
+        state.pending_approval_tool_returns = [
+            a for a in state.pending_approval_tool_returns if a.tool_call_id != call_id
+        ]
+
+    def _deny(self, approval: PendingToolApproval, decision: ToolApprovalDecision) -> None:
+        self._drop_approval(approval.tool_call_id)
+        reason = decision.reason or "denied"
+        self.state.pending_tool_returns = [
+            *self.state.pending_tool_returns,
+            ToolReturn(
+                tool_call_id=approval.tool_call_id,
+                name=approval.tool_name,
+                content=f"The call was not approved: {reason}",
+                is_error=True,
+                error_kind="approval_denied",
+                metadata={"decided_by": decision.decided_by} if decision.decided_by else {},
+            ),
+        ]
+
+    def _resolve_deferred(self, call: DeferredToolCall, result: DeferredToolResult) -> None:
+        state = self.state
+        state.deferred_tool_returns = [
+            d for d in state.deferred_tool_returns if d.tool_call_id != call.tool_call_id
+        ]
+        state.pending_tool_returns = [
+            *state.pending_tool_returns,
+            ToolReturn(
+                tool_call_id=call.tool_call_id,
+                name=call.tool_name,
+                content=result.response,
+                is_error=result.status == "error",
+                error_kind="deferred_error" if result.status == "error" else None,
+            ),
+        ]
+        if result.status != "error":
+            state.usage = state.usage.add(Usage(tool_calls=1))
+
+
+def apply_hitl_decisions(
+    state: AgentRunState,
+    approvals: Mapping[str, ToolApprovalDecision | bool] | None = None,
+    deferred_results: Sequence[DeferredToolResult] | None = None,
+) -> AgentRunState:
+    """A copy of a waiting state with every pending call decided, ready to continue.
+
+    Rejects (with `HitlDecisionError`, changing nothing) runs that are not waiting, ids
+    that are not pending, duplicate results and pending calls left without a decision.
+    """
+    approvals = dict(approvals or {})
+    results = list(deferred_results or [])
+    if state.status != RunStatus.WAITING:
+        raise HitlDecisionError(
+            f"run {state.run_id} is {state.status.value}, not waiting for approvals or deferred "
+            "results; nothing to resume"
+        )
+    pending = {a.tool_call_id for a in state.pending_approval_tool_returns}
+    waiting = {d.tool_call_id for d in state.deferred_tool_returns}
+    unknown = sorted(set(approvals) - pending)
+    if unknown:
+        raise HitlDecisionError(
+            f"no pending approval for tool call id(s) {unknown}; pending approvals: "
+            f"{sorted(pending) or 'none'}"
+        )
+    seen: set[str] = set()
+    for result in results:
+        if result.tool_call_id not in waiting:
+            raise HitlDecisionError(
+                f"no deferred call with id {result.tool_call_id!r}; deferred calls: "
+                f"{sorted(waiting) or 'none'}"
+            )
+        if result.tool_call_id in seen:
+            raise HitlDecisionError(f"more than one deferred result for {result.tool_call_id!r}")
+        seen.add(result.tool_call_id)
+    missing = sorted((pending - set(approvals)) | (waiting - seen))
+    if missing:
+        raise HitlDecisionError(
+            f"every pending call needs a decision; missing for tool call id(s) {missing}"
+        )
+    decided = {
+        call_id: decision
+        if isinstance(decision, ToolApprovalDecision)
+        else (ToolApprovalDecision.approve() if decision else ToolApprovalDecision.deny("denied"))
+        for call_id, decision in approvals.items()
+    }
+    by_id = {r.tool_call_id: r for r in results}
+    new_state = state.snapshot()
+    new_state.pending_approval_tool_returns = [
+        a.model_copy(update={"decision": decided[a.tool_call_id]})
+        for a in state.pending_approval_tool_returns
+    ]
+    new_state.deferred_tool_returns = [
+        d.model_copy(update={"result": by_id[d.tool_call_id]}) for d in state.deferred_tool_returns
+    ]
+    response = state.latest_response
+    order = [c.as_call() for c in response.tool_calls] if response else []
+    new_state.pending_tool_calls = [c for c in order if c.id in pending | waiting]
+    new_state.active_tool_call_id = new_state.pending_tool_calls[0].id
+    new_state.status = RunStatus.RUNNING
+    return new_state

@@ -1,0 +1,103 @@
+"""The state of one run: everything needed to resume it, and nothing else."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+)
+
+from ._fields import WIRE_CONFIG, omit_empty, omit_none
+from .hitl import DeferredToolCall, PendingToolApproval
+from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
+from .usage import Usage
+
+__all__ = ["AgentRunState", "RunError", "RunStatus"]
+
+
+class RunStatus(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class RunError(BaseModel):
+    """Why a run failed, kept in state so the `run_failed` checkpoint explains itself."""
+
+    model_config = WIRE_CONFIG
+    kind: str
+    message: str
+
+
+class AgentRunState(BaseModel):
+    """Starweaver's run state plus the few cursors this port needs to resume mid-batch.
+
+    Fields beyond starweaver's (`pending_prompt`, `active_tool_call_id`, retry counters,
+    `error`) are omitted from JSON while empty, so starweaver checkpoints round-trip exactly.
+    """
+
+    model_config = WIRE_CONFIG
+
+    run_id: str
+    conversation_id: str
+    message_history: list[ModelMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    run_step: int = 0
+    status: RunStatus = RunStatus.STARTING
+    output: Any = omit_none()
+    structured_output: Any = omit_none()
+    latest_response: ModelResponse | None = omit_none()
+    pending_tool_calls: list[ToolCall] = omit_empty(factory=list)
+    pending_tool_returns: list[ToolReturn] = omit_empty(factory=list)
+    pending_approval_tool_returns: list[PendingToolApproval] = omit_empty(factory=list)
+    deferred_tool_returns: list[DeferredToolCall] = omit_empty(factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    pending_prompt: str | None = omit_none()
+    pending_retry_prompts: list[RetryPromptPart] = omit_empty(factory=list)
+    active_tool_call_id: str | None = omit_none()
+    tool_retries: dict[str, int] = omit_empty(factory=dict)
+    output_validation_attempt: int = omit_empty(0)
+    error: RunError | None = omit_none()
+
+    @field_serializer("latest_response", mode="wrap")
+    def _latest_response_without_kind(
+        self,
+        value: ModelResponse | None,
+        handler: SerializerFunctionWrapHandler,
+        info: SerializationInfo,
+    ) -> object:
+        # Starweaver writes the latest response without the `kind` tag it has in history.
+        data = handler(value)
+        if isinstance(data, dict):
+            data.pop("kind", None)
+        return data
+
+    def snapshot(self) -> AgentRunState:
+        """A copy that later steps cannot change: lists are copied, messages are shared."""
+        return self.model_copy(
+            update={
+                "message_history": list(self.message_history),
+                "pending_tool_calls": list(self.pending_tool_calls),
+                "pending_tool_returns": list(self.pending_tool_returns),
+                "pending_approval_tool_returns": list(self.pending_approval_tool_returns),
+                "deferred_tool_returns": list(self.deferred_tool_returns),
+                "pending_retry_prompts": list(self.pending_retry_prompts),
+                "tool_retries": dict(self.tool_retries),
+                "metadata": dict(self.metadata),
+            }
+        )
+
+    @property
+    def tool_call_batch_id(self) -> str | None:
+        """Names the batch only while it is pending (starweaver lets it linger; we do not)."""
+        return f"tool_batch_{self.run_step}" if self.pending_tool_calls else None
