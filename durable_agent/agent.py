@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -91,6 +92,10 @@ class Agent:
         return self.output_type is not None and tool_name == OUTPUT_TOOL_NAME
 
     def request_parameters(self) -> ModelRequestParameters:
+        return self._request_parameters
+
+    @functools.cached_property
+    def _request_parameters(self) -> ModelRequestParameters:
         tools = [tool.definition() for tool in self.tools.values()]
         if self.output_type is None:
             return ModelRequestParameters(function_tools=tools, settings=self.model_settings)

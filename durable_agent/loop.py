@@ -218,7 +218,7 @@ class AgentLoop:
             state.pending_tool_returns, key=lambda r: order.get(r.tool_call_id, 1 << 30)
         )
         request = await self.runner.prepare_model_request(
-            PrepareModelRequestInput(
+            PrepareModelRequestInput.model_construct(
                 **self._ref(),
                 prompt=state.pending_prompt,
                 include_instructions=state.run_step == 0,
@@ -245,7 +245,7 @@ class AgentLoop:
         agent.usage_limits.check_before_request(state.usage)
         self._emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=state.run_step + 1)
         response = await self.runner.model_request(
-            ModelRequestInput(**self._ref(), messages=state.message_history)
+            ModelRequestInput.model_construct(**self._ref(), messages=state.message_history)
         )
         usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
         self._emit(
@@ -277,7 +277,7 @@ class AgentLoop:
         state = self.state
         assert state.latest_response is not None, "validate_output without a response"
         outcome = await self.runner.validate_output(
-            ValidateOutputInput(
+            ValidateOutputInput.model_construct(
                 **self._ref(),
                 response=state.latest_response,
                 attempt=state.output_validation_attempt,
@@ -397,7 +397,7 @@ class AgentLoop:
                 continue
             decision = approval.decision if approval is not None else None
             planned.append(
-                ToolCallInput(
+                ToolCallInput.model_construct(
                     **self._ref(),
                     call=call,
                     retry=state.tool_retries.get(call.name, 0),

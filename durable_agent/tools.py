@@ -6,6 +6,7 @@ pydantic model built from the function's signature, so they cannot drift apart.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable
@@ -144,7 +145,8 @@ class Tool:
         )
         return takes_ctx, model
 
-    def definition(self) -> ToolDefinition:
+    @functools.cached_property
+    def _definition(self) -> ToolDefinition:
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
@@ -153,6 +155,10 @@ class Tool:
         return ToolDefinition(
             name=self.name, description=self.description, parameters_json_schema=schema
         )
+
+    def definition(self) -> ToolDefinition:
+        """Computed once: building a JSON schema costs more than a whole loop step."""
+        return self._definition
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Raises pydantic's `ValidationError`; the caller turns it into a retry prompt."""

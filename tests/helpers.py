@@ -59,7 +59,7 @@ class SuspendAtNodes(RecordingExecutor):
         return Continue()
 
 
-def call(name: str, call_id: str, **arguments: Any) -> ToolCallPart:
+def call(name: str, call_id: str, /, **arguments: Any) -> ToolCallPart:
     return ToolCallPart(id=call_id, name=name, arguments=arguments)
 
 

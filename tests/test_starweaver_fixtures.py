@@ -83,9 +83,7 @@ async def test_our_node_order_and_evidence_follow_starweaver(name: str) -> None:
     assert [(c.node, c.run_step) for c in ours] == [(c.node, c.run_step) for c in theirs]
     for mine, ref in zip(ours, theirs, strict=True):
         assert mine.resume.cursor.message_cursor == ref.resume.cursor.message_cursor, mine.node
-        assert (
-            mine.resume.cursor.model_request_attempt == ref.resume.cursor.model_request_attempt
-        )
+        assert mine.resume.cursor.model_request_attempt == ref.resume.cursor.model_request_attempt
         assert (
             mine.resume.cursor.output_validation_attempt
             == ref.resume.cursor.output_validation_attempt

@@ -19,9 +19,12 @@ from .base import Model, ModelRequestParameters
 __all__ = ["TestModel"]
 
 
-def _words(messages: Sequence[ModelMessage]) -> int:
+def _new_input_words(messages: Sequence[ModelMessage]) -> int:
+    """Words sent since the last response: a cheap, deterministic stand-in for token counts."""
     count = 0
-    for message in messages:
+    for message in reversed(messages):
+        if message.kind == "response":
+            break
         if isinstance(message, ModelRequest):
             for part in message.parts:
                 text = (
@@ -56,7 +59,17 @@ class TestModel(Model):
         self._responses = list(responses or [])
         self._name = name
         self.request_count = 0
+        self._count_cache: tuple[object, int, int] = (None, 0, 0)
         """How many requests this instance served (for tests that count model calls)."""
+
+    def _responses_in(self, messages: list[ModelMessage]) -> int:
+        """Counts responses, incrementally when the loop hands over the same growing list."""
+        last, seen, count = self._count_cache
+        if seen == 0 or seen > len(messages) or messages[seen - 1] is not last:
+            seen, count = 0, 0
+        count += sum(1 for m in messages[seen:] if m.kind == "response")
+        self._count_cache = (messages[-1] if messages else None, len(messages), count)
+        return count
 
     @classmethod
     def with_text(cls, text: str) -> TestModel:
@@ -74,7 +87,7 @@ class TestModel(Model):
         self, messages: list[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
         self.request_count += 1
-        position = sum(1 for m in messages if isinstance(m, ModelResponse))
+        position = self._responses_in(messages)
         if self._text is not None:
             parts: list[TextPart | ToolCallPart] = [TextPart(text=self._text)]
         else:
@@ -91,7 +104,7 @@ class TestModel(Model):
                     part = part.model_copy(update={"id": f"call_{position}_{index}"})
                 parts.append(part)  # type: ignore[arg-type]
         response_words = sum(len(p.text.split()) if isinstance(p, TextPart) else 1 for p in parts)
-        input_words = _words(messages)
+        input_words = _new_input_words(messages)
         return ModelResponse(
             parts=parts,
             model_name=self._name,
