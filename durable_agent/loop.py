@@ -33,7 +33,7 @@ from .executor import (
 )
 from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
 from .ids import IdSource, format_timestamp, new_id
-from .messages import ToolCall, ToolReturn
+from .messages import ModelRequest, ModelRequestPart, ToolCall, ToolReturn
 from .nodes import (
     ModelRequestInput,
     PrepareModelRequestInput,
@@ -217,14 +217,25 @@ class AgentLoop:
         returns = sorted(
             state.pending_tool_returns, key=lambda r: order.get(r.tool_call_id, 1 << 30)
         )
-        request = await self.runner.prepare_model_request(
-            PrepareModelRequestInput.model_construct(
-                **self._ref(),
-                prompt=state.pending_prompt,
-                include_instructions=state.run_step == 0,
-                tool_returns=returns,
-                retry_prompts=state.pending_retry_prompts,
+        ref = self._ref()
+        head: list[ModelRequestPart] = []
+        tail: list[ModelRequestPart] = []
+        include_instructions = state.run_step == 0 and self.agent.instructions is not None
+        if state.pending_prompt is not None or include_instructions:
+            # Only rendering user input is work (dynamic instructions may do I/O); the rest
+            # of the request is assembled here from state.
+            fresh = await self.runner.prepare_model_request(
+                PrepareModelRequestInput.model_construct(
+                    **ref, prompt=state.pending_prompt, include_instructions=include_instructions
+                )
             )
+            for part in fresh.parts:
+                (head if part.kind in ("instruction", "system_prompt") else tail).append(part)
+        request = ModelRequest(
+            parts=[*head, *(r.to_part() for r in returns), *state.pending_retry_prompts, *tail],
+            run_id=state.run_id,
+            conversation_id=state.conversation_id,
+            timestamp=ref["timestamp"],
         )
         state.message_history.append(request)
         state.pending_prompt = None

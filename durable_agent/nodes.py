@@ -57,10 +57,10 @@ class RunRef(BaseModel):
 
 
 class PrepareModelRequestInput(RunRef):
+    """Only what needs rendering; tool returns and retry prompts are added by the loop."""
+
     prompt: str | None = None
     include_instructions: bool = False
-    tool_returns: list[ToolReturn] = Field(default_factory=list)
-    retry_prompts: list[RetryPromptPart] = Field(default_factory=list)
 
 
 class ModelRequestInput(RunRef):
@@ -105,6 +105,7 @@ def _context(agent: Agent, ref: RunRef, **fields: Any) -> ToolContext:
 
 
 async def prepare_model_request(agent: Agent, input: PrepareModelRequestInput) -> ModelRequest:
+    """Renders the parts that come from outside the conversation: instructions and prompt."""
     parts: list[ModelRequestPart] = []
     if input.include_instructions:
         instructions = await agent.render_instructions(
@@ -112,8 +113,6 @@ async def prepare_model_request(agent: Agent, input: PrepareModelRequestInput) -
         )
         if instructions:
             parts.append(InstructionPart(content=instructions))
-    parts.extend(r.to_part() for r in input.tool_returns)
-    parts.extend(input.retry_prompts)
     if input.prompt is not None:
         parts.append(UserPromptPart(content=[TextContent(text=input.prompt)]))
     return ModelRequest(
@@ -144,7 +143,10 @@ def _retry(call: ToolCall, message: str) -> ToolCallOutcome:
     )
 
 
-async def tool_call(agent: Agent, input: ToolCallInput) -> ToolCallOutcome:
+async def tool_call(
+    agent: Agent, input: ToolCallInput, *, sync_in_thread: bool = False
+) -> ToolCallOutcome:
+    """Runs one call. Workers pass `sync_in_thread` so a blocking tool cannot stall them."""
     call = input.call
     tool = agent.tools.get(call.name)
     if tool is None:
@@ -173,7 +175,7 @@ async def tool_call(agent: Agent, input: ToolCallInput) -> ToolCallOutcome:
     )
     started = time.perf_counter()
     try:
-        result = await tool.call(ctx, validated)
+        result = await tool.call(ctx, validated, in_thread=sync_in_thread)
     except ModelRetry as exc:
         return _retry(call, exc.message)
     except ApprovalRequired as exc:

@@ -6,6 +6,7 @@ pydantic model built from the function's signature, so they cannot drift apart.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import re
@@ -165,8 +166,12 @@ class Tool:
         validated = self.args_model.model_validate(arguments)
         return {name: getattr(validated, name) for name in type(validated).model_fields}
 
-    async def call(self, ctx: ToolContext, arguments: dict[str, Any]) -> Any:
+    async def call(
+        self, ctx: ToolContext, arguments: dict[str, Any], *, in_thread: bool = False
+    ) -> Any:
         args = (ctx,) if self.takes_ctx else ()
+        if in_thread and not self.is_async:
+            return await asyncio.to_thread(functools.partial(self.function, *args, **arguments))
         result = self.function(*args, **arguments)
         if inspect.isawaitable(result):
             result = await result

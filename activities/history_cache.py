@@ -1,0 +1,91 @@
+"""Per-run cache of message histories on the activity worker.
+
+A model request carries only the messages added since the previous request, plus the
+length and chained digest of the prefix. On a hit the activity rebuilds the full history
+from its cache; on a miss (another worker, a restart) it reads the history from the
+workflow by query, so Temporal stays the single source of truth.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from durable_agent import ModelMessage
+from workflows.history import extend_digest
+from workflows.inputs import HistoryPageQuery, HistoryRef
+
+__all__ = ["HistoryCache", "history_cache"]
+
+PAGE = 200
+
+
+@dataclass
+class _Entry:
+    messages: list[ModelMessage]
+    digest: str
+
+
+class HistoryCache:
+    def __init__(self, max_runs: int = 512) -> None:
+        self.max_runs = max_runs
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def _key(self, ref: HistoryRef) -> tuple[str, str]:
+        return (ref.workflow_id, ref.workflow_run_id)
+
+    def lookup(self, ref: HistoryRef) -> list[ModelMessage] | None:
+        if ref.length == 0:
+            return []
+        entry = self._entries.get(self._key(ref))
+        if entry is None or len(entry.messages) != ref.length or entry.digest != ref.digest:
+            return None
+        self._entries.move_to_end(self._key(ref))
+        return entry.messages
+
+    def store(self, ref: HistoryRef, messages: list[ModelMessage], digest: str) -> None:
+        self._entries[self._key(ref)] = _Entry(messages, digest)
+        self._entries.move_to_end(self._key(ref))
+        while len(self._entries) > self.max_runs:
+            self._entries.popitem(last=False)
+
+    async def resolve(self, ref: HistoryRef) -> list[ModelMessage]:
+        """The `ref.length` messages the workflow means, from cache or by query."""
+        cached = self.lookup(ref)
+        if cached is not None:
+            self.hits += 1
+            return list(cached)
+        self.misses += 1
+        handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.workflow_run_id)
+        messages: list[ModelMessage] = []
+        while len(messages) < ref.length:
+            page = await handle.query(
+                "message_history_page",
+                HistoryPageQuery(offset=len(messages), limit=min(PAGE, ref.length - len(messages))),
+                result_type=list[ModelMessage],
+            )
+            if not page:
+                break
+            messages.extend(page)
+        messages = messages[: ref.length]
+        if len(messages) != ref.length or extend_digest_from_start(messages) != ref.digest:
+            raise ApplicationError(
+                f"message history of {ref.workflow_id} does not match the digest the workflow "
+                f"sent ({len(messages)} of {ref.length} messages read); retrying",
+                type="history_mismatch",
+            )
+        return messages
+
+
+def extend_digest_from_start(messages: list[ModelMessage]) -> str:
+    from workflows.history import EMPTY_DIGEST
+
+    return extend_digest(EMPTY_DIGEST, messages)
+
+
+history_cache = HistoryCache()

@@ -1,0 +1,67 @@
+"""Logging setup: structlog for everything, JSON or console, stdlib records included.
+
+Temporal's replay-safe `workflow.logger` and the SDK log through the standard library;
+routing them through the same processors gives one consistent stream. Workflow records
+carry Temporal's `temporal_workflow` context (workflow id, run id, type).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Literal
+
+import structlog
+
+__all__ = ["configure_logging"]
+
+LogFormat = Literal["json", "console"]
+
+
+def _flatten_temporal(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    record = event.get("_record")
+    workflow_info = getattr(record, "temporal_workflow", None) if record else None
+    if isinstance(workflow_info, dict):
+        event.setdefault("workflow_id", workflow_info.get("workflow_id"))
+        event.setdefault("run_id", workflow_info.get("run_id"))
+    activity_info = getattr(record, "temporal_activity", None) if record else None
+    if isinstance(activity_info, dict):
+        event.setdefault("workflow_id", activity_info.get("workflow_id"))
+        event.setdefault("run_id", activity_info.get("workflow_run_id"))
+    for key in ("node", "reason", "tool_call_id", "approved", "decided_by"):
+        if record is not None and hasattr(record, key):
+            event.setdefault(key, getattr(record, key))
+    return event
+
+
+def configure_logging(fmt: LogFormat = "console", level: int | str = logging.INFO) -> None:
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, _flatten_temporal],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

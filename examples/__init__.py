@@ -1,0 +1,1 @@
+"""Example agents the worker registers by default."""

@@ -1,0 +1,146 @@
+"""Example agents: `weather` (one tool) and `deployer` (a tool that needs approval).
+
+Both use `OpenAIChatModel` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model from
+`OPENAI_MODEL`, default `gpt-4o-mini`), and otherwise a small scripted model that reacts to
+the prompt, so the examples run with no network and no key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from durable_agent import (
+    Agent,
+    AgentBuilder,
+    FunctionModel,
+    Model,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from durable_agent.models import AgentInfo
+
+__all__ = ["AGENTS", "deployer", "weather"]
+
+
+def _real_model() -> Model | None:
+    if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
+        return None
+    from durable_agent.models.openai import OpenAIChatModel
+
+    return OpenAIChatModel(os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+
+
+def _prompt(messages: list[ModelMessage]) -> str:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    return part.text
+    return ""
+
+
+def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    last = messages[-1]
+    if isinstance(last, ModelRequest):
+        return [p for p in last.parts if isinstance(p, ToolReturnPart)]
+    return []
+
+
+def _weather_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    if returns:
+        return ModelResponse(parts=[TextPart(text=f"Here is the forecast: {returns[0].content}.")])
+    match = re.search(r"in ([A-Z][\w\s-]*?)(?:[?.!]|$)", _prompt(messages))
+    city = match.group(1).strip() if match else "Paris"
+    step = sum(1 for m in messages if isinstance(m, ModelResponse))
+    return ModelResponse(
+        parts=[
+            ToolCallPart(id=f"call_weather_{step}", name="get_weather", arguments={"city": city})
+        ]
+    )
+
+
+def _deployer_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    if returns:
+        deploy = next((r for r in returns if r.name == "deploy"), None)
+        if deploy is not None and deploy.is_error:
+            return ModelResponse(parts=[TextPart(text=f"I did not deploy: {deploy.content}")])
+        return ModelResponse(parts=[TextPart(text=f"Done. {deploy.content if deploy else ''}")])
+    prompt = _prompt(messages)
+    env = "prod" if "prod" in prompt else "staging"
+    version = (re.search(r"v\d+(?:\.\d+)*", prompt) or re.search(r"$", prompt)).group(0) or "v1"
+    step = sum(1 for m in messages if isinstance(m, ModelResponse))
+    return ModelResponse(
+        parts=[
+            ToolCallPart(id=f"call_status_{step}", name="service_status", arguments={"env": env}),
+            ToolCallPart(
+                id=f"call_deploy_{step}",
+                name="deploy",
+                arguments={"env": env, "version": version},
+            ),
+        ]
+    )
+
+
+async def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: the city name, e.g. "Paris"
+    """
+    return f"sunny and 21°C in {city}"
+
+
+async def service_status(env: str) -> str:
+    """Health of the service in an environment.
+
+    Args:
+        env: "staging" or "prod"
+    """
+    return f"{env}: all checks green"
+
+
+async def deploy(env: str, version: str) -> str:
+    """Deploy a version of the service. Needs a human's approval.
+
+    Args:
+        env: "staging" or "prod"
+        version: the version tag to deploy
+    """
+    return f"deployed {version} to {env}"
+
+
+def build_weather() -> Agent:
+    model = _real_model() or FunctionModel(_weather_script, name="scripted-weather")
+    return (
+        AgentBuilder(model)
+        .name("weather")
+        .instructions("You answer weather questions. Use get_weather; be brief.")
+        .tool(get_weather)
+        .build()
+    )
+
+
+def build_deployer() -> Agent:
+    model = _real_model() or FunctionModel(_deployer_script, name="scripted-deployer")
+    return (
+        AgentBuilder(model)
+        .name("deployer")
+        .instructions("You deploy services. Check status first, then deploy.")
+        .tools([service_status, deploy])
+        .approval_required_tools(["deploy"])
+        .build()
+    )
+
+
+weather = build_weather()
+deployer = build_deployer()
+AGENTS = [weather, deployer]
+"""The worker registers every `Agent` in a module's `AGENTS` list (or any module-level Agent)."""

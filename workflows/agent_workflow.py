@@ -1,0 +1,410 @@
+"""`AgentWorkflow`: the agent loop as a Temporal workflow.
+
+The loop is the same one that runs in-process; here its working nodes are activities
+(`ActivityNodeRunner`), its boundaries go through the `TemporalExecutor`, and waits for
+humans are `wait_condition`s fed by signals and updates. Everything here is deterministic:
+no I/O, ids from `workflow.uuid4()`, time from `workflow.now()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.registry import AgentRegistration, registry
+    from durable_agent import (
+        AgentCheckpoint,
+        AgentError,
+        AgentExecutionNode,
+        AgentLoop,
+        AgentResumeEvidence,
+        AgentRunState,
+        DeferredToolResult,
+        ModelMessage,
+        RunStatus,
+        ToolApprovalDecision,
+        apply_hitl_decisions,
+    )
+
+    from .inputs import (
+        MAX_PROMPT_CHARS,
+        AgentStatusView,
+        AgentWorkflowInput,
+        AgentWorkflowResult,
+        ApprovalSignal,
+        DeferredResultSignal,
+        HistoryPageQuery,
+        PendingApprovalView,
+        ResumeSignal,
+        SuspendSignal,
+        UpdateAccepted,
+    )
+    from .runner import ActivityNodeRunner, WorkflowIdSource
+    from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+    from .temporal_executor import TemporalExecutor
+
+__all__ = ["AgentWorkflow"]
+
+APPROVAL_EXPIRED = "approval expired"
+
+
+def _fail(kind: str, message: str) -> ApplicationError:
+    return ApplicationError(message, type=kind, non_retryable=True)
+
+
+@workflow.defn(name="AgentWorkflow")
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: AgentWorkflowInput) -> None:
+        self.input = input
+        self.state: AgentRunState | None = None
+        self.executor = TemporalExecutor(input.suspend_at, on_change=self._publish)
+        self.decisions: dict[str, ToolApprovalDecision] = {}
+        self.decided: dict[str, ToolApprovalDecision] = {}
+        """Every decision this run has accepted, kept for audit and to refuse a second one."""
+        self.results: dict[str, DeferredToolResult] = {}
+        self.delivered: set[str] = set()
+        self.error: str | None = None
+        self._published: tuple[str, int] | None = None
+
+    # -- the run ---------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: AgentWorkflowInput) -> AgentWorkflowResult:
+        workflow.upsert_search_attributes([AGENT_NAME.value_set(input.agent)])
+        registration = self._registration(input)
+        agent = registration.agent
+        ids = WorkflowIdSource()
+        state = agent.new_state(
+            input.prompt,
+            ids=ids,
+            message_history=input.message_history,
+            conversation_id=input.conversation_id,
+            metadata=input.metadata,
+        )
+        self.state = state
+        self._publish()
+        loop = self._loop(registration, state, stream_start=0)
+        node = AgentExecutionNode.RUN_START
+        try:
+            while True:
+                state = await loop.drive(node)
+                self.state = state
+                if state.status is not RunStatus.WAITING:
+                    break
+                await self._wait_for_humans(state)
+                approvals = {
+                    a.tool_call_id: self.decisions[a.tool_call_id]
+                    for a in state.pending_approval_tool_returns
+                }
+                results = [self.results[d.tool_call_id] for d in state.deferred_tool_returns]
+                state = apply_hitl_decisions(state, approvals, results)
+                self.state = state
+                self.decisions.clear()
+                self.results.clear()
+                loop = self._loop(registration, state, stream_start=loop.seq)
+                node = AgentExecutionNode.TOOL_CALL
+        except AgentError as error:
+            self.state = loop.state
+            self.error = f"{error.kind}: {error.message}"
+            self._publish()
+            raise _fail(error.kind, error.message) from error
+        except asyncio.CancelledError:
+            self.state = loop.state
+            self.state.status = RunStatus.CANCELLED
+            self._publish()
+            raise
+        self._publish()
+        return AgentWorkflowResult(
+            output=state.output,
+            structured_output=state.structured_output,
+            status=state.status.value,
+            run_id=state.run_id,
+            conversation_id=state.conversation_id,
+            usage=state.usage,
+            run_step=state.run_step,
+        )
+
+    def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
+        if not input.prompt.strip():
+            raise _fail("invalid_input", "the prompt is empty; send the task for the agent")
+        if len(input.prompt) > MAX_PROMPT_CHARS:
+            raise _fail(
+                "invalid_input",
+                f"the prompt has {len(input.prompt)} characters, more than the "
+                f"{MAX_PROMPT_CHARS} allowed; send large documents through a tool instead",
+            )
+        try:
+            return registry.get(input.agent)
+        except AgentError as error:
+            raise _fail(error.kind, error.message) from None
+
+    def _loop(
+        self, registration: AgentRegistration, state: AgentRunState, *, stream_start: int
+    ) -> AgentLoop:
+        return AgentLoop(
+            registration.agent,
+            state,
+            runner=ActivityNodeRunner(registration),
+            executor=self.executor,
+            ids=WorkflowIdSource(),
+            stream_start=stream_start,
+            idempotency_prefix=workflow.info().workflow_id,
+        )
+
+    async def _wait_for_humans(self, state: AgentRunState) -> None:
+        self._publish()
+        timeout = self.input.approval_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                self._all_decided, timeout=timedelta(seconds=timeout) if timeout else None
+            )
+        except TimeoutError:
+            for approval in state.pending_approval_tool_returns:
+                if approval.tool_call_id not in self.decisions:
+                    self.decisions[approval.tool_call_id] = ToolApprovalDecision.deny(
+                        APPROVAL_EXPIRED, decided_by="system"
+                    )
+            self._publish()
+            await workflow.wait_condition(self._all_decided)
+
+    def _all_decided(self) -> bool:
+        state = self.state
+        assert state is not None
+        return all(
+            a.tool_call_id in self.decisions for a in state.pending_approval_tool_returns
+        ) and all(d.tool_call_id in self.results for d in state.deferred_tool_returns)
+
+    # -- visibility ------------------------------------------------------------------------
+
+    def _status(self) -> str:
+        if self.state is None:
+            return RunStatus.STARTING.value
+        if self.executor.is_suspended:
+            return RunStatus.WAITING.value
+        return self.state.status.value
+
+    def _undecided(self) -> list[PendingApprovalView]:
+        if self.state is None:
+            return []
+        return [
+            PendingApprovalView(
+                tool_call_id=a.tool_call_id,
+                tool_name=a.tool_name,
+                arguments=a.arguments,
+                reason=a.reason,
+                decided=a.tool_call_id in self.decisions,
+            )
+            for a in self.state.pending_approval_tool_returns
+        ]
+
+    def _publish(self) -> None:
+        status = self._status()
+        pending = [p for p in self._undecided() if not p.decided]
+        key = (status, len(pending))
+        if key != self._published:
+            self._published = key
+            workflow.upsert_search_attributes(
+                [AGENT_STATUS.value_set(status), PENDING_APPROVALS.value_set(len(pending))]
+            )
+        workflow.set_current_details(self._details(status, pending))
+
+    def _details(self, status: str, pending: list[PendingApprovalView]) -> str:
+        node = self.executor.node.value if self.executor.node else "-"
+        step = self.state.run_step if self.state else 0
+        lines = [
+            f"**Agent** `{self.input.agent}` · **status** `{status}` · **node** `{node}` · "
+            f"**step** {step}"
+        ]
+        if self.executor.suspended_reason:
+            lines.append(f"\n**Suspended:** {self.executor.suspended_reason} (send `resume`)")
+        if pending:
+            lines.append("\n**Pending approvals**\n")
+            lines.extend(
+                f"- `{p.tool_call_id}` · tool `{p.tool_name}` · arguments `{p.arguments}`"
+                for p in pending
+            )
+            lines.append('\nSend the `approval` signal: `{"tool_call_id": ..., "approved": true}`')
+        if self.error:
+            lines.append(f"\n**Failed:** {self.error}")
+        return "\n".join(lines)
+
+    @workflow.query
+    def status(self) -> AgentStatusView:
+        state = self.state
+        deferred = [
+            PendingApprovalView(
+                tool_call_id=d.tool_call_id,
+                tool_name=d.tool_name,
+                arguments=d.arguments,
+                reason=d.reason,
+                decided=d.tool_call_id in self.results,
+            )
+            for d in (state.deferred_tool_returns if state else [])
+        ]
+        return AgentStatusView(
+            agent=self.input.agent,
+            status=self._status(),
+            node=self.executor.node.value if self.executor.node else None,
+            run_step=state.run_step if state else 0,
+            run_id=state.run_id if state else None,
+            conversation_id=state.conversation_id if state else None,
+            suspend_reason=self.executor.suspended_reason,
+            pending_approvals=self._undecided(),
+            deferred_calls=deferred,
+            usage=state.usage if state else AgentStatusView.model_fields["usage"].default_factory(),  # type: ignore[misc]
+            output=state.output if state else None,
+            error=self.error,
+        )
+
+    @workflow.query
+    def checkpoints(self) -> list[AgentResumeEvidence]:
+        return self.executor.evidence
+
+    @workflow.query
+    def latest_checkpoint(self) -> AgentCheckpoint | None:
+        return self.executor.latest
+
+    @workflow.query
+    def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:
+        """Serves the model-request activity when its cache misses (another worker, a restart)."""
+        if self.state is None:
+            return []
+        return self.state.message_history[page.offset : page.offset + page.limit]
+
+    # -- human input -----------------------------------------------------------------------
+
+    def _approval_problem(self, tool_call_id: str) -> str | None:
+        earlier = self.decided.get(tool_call_id)
+        if earlier is not None:
+            verdict = "approved" if earlier.approved else "denied"
+            who = f" by {earlier.decided_by}" if earlier.decided_by else ""
+            return f"tool call {tool_call_id!r} was already {verdict}{who}"
+        state = self.state
+        if state is None or state.status is not RunStatus.WAITING:
+            return f"run is {self._status()}, not waiting for an approval"
+        pending = [a.tool_call_id for a in state.pending_approval_tool_returns]
+        if tool_call_id not in pending:
+            return (
+                f"no pending approval for tool call id {tool_call_id!r}; "
+                f"pending: {pending or 'none'}"
+            )
+        return None
+
+    def _deferred_problem(self, tool_call_id: str) -> str | None:
+        if tool_call_id in self.delivered:
+            return f"deferred call {tool_call_id!r} already has a result"
+        state = self.state
+        if state is None or state.status is not RunStatus.WAITING:
+            return f"run is {self._status()}, not waiting for a deferred result"
+        waiting = [d.tool_call_id for d in state.deferred_tool_returns]
+        if tool_call_id not in waiting:
+            return f"no deferred call with id {tool_call_id!r}; deferred calls: {waiting or 'none'}"
+        return None
+
+    def _record_approval(self, signal: ApprovalSignal) -> None:
+        if signal.approved:
+            decision = ToolApprovalDecision.approve(
+                override_arguments=signal.override_arguments, decided_by=signal.decided_by
+            )
+        else:
+            decision = ToolApprovalDecision.deny(
+                signal.reason or "denied", decided_by=signal.decided_by
+            )
+        self.decisions[signal.tool_call_id] = decision
+        self.decided[signal.tool_call_id] = decision
+        workflow.logger.info(
+            "approval recorded",
+            extra={
+                "tool_call_id": signal.tool_call_id,
+                "approved": signal.approved,
+                "decided_by": signal.decided_by,
+            },
+        )
+        self._publish()
+
+    def _record_result(self, signal: DeferredResultSignal) -> None:
+        self.delivered.add(signal.tool_call_id)
+        self.results[signal.tool_call_id] = DeferredToolResult(
+            tool_call_id=signal.tool_call_id, status=signal.status, response=signal.response
+        )
+        self._publish()
+
+    def _accepted(self, message: str) -> UpdateAccepted:
+        return UpdateAccepted(message=message, status=self._status())
+
+    @workflow.signal
+    def approval(self, signal: ApprovalSignal) -> None:
+        problem = self._approval_problem(signal.tool_call_id)
+        if problem:
+            workflow.logger.warning("approval signal ignored: %s", problem)
+            return
+        self._record_approval(signal)
+
+    @workflow.update
+    def submit_approval(self, request: ApprovalSignal) -> UpdateAccepted:
+        self._record_approval(request)
+        verdict = "approved" if request.approved else "denied"
+        return self._accepted(f"tool call {request.tool_call_id!r} {verdict}")
+
+    @submit_approval.validator
+    def _validate_approval(self, request: ApprovalSignal) -> None:
+        problem = self._approval_problem(request.tool_call_id)
+        if problem:
+            raise ApplicationError(problem, type="invalid_approval", non_retryable=True)
+
+    @workflow.signal
+    def deferred_result(self, signal: DeferredResultSignal) -> None:
+        problem = self._deferred_problem(signal.tool_call_id)
+        if problem:
+            workflow.logger.warning("deferred_result signal ignored: %s", problem)
+            return
+        self._record_result(signal)
+
+    @workflow.update
+    def submit_deferred_result(self, request: DeferredResultSignal) -> UpdateAccepted:
+        self._record_result(request)
+        return self._accepted(f"result for deferred call {request.tool_call_id!r} recorded")
+
+    @submit_deferred_result.validator
+    def _validate_deferred(self, request: DeferredResultSignal) -> None:
+        problem = self._deferred_problem(request.tool_call_id)
+        if problem:
+            raise ApplicationError(problem, type="invalid_deferred_result", non_retryable=True)
+
+    @workflow.signal
+    def resume(self, signal: ResumeSignal) -> None:
+        if not self.executor.request_resume():
+            workflow.logger.warning(
+                "resume signal ignored: run is %s, not suspended", self._status()
+            )
+
+    @workflow.update
+    def resume_run(self, request: ResumeSignal) -> UpdateAccepted:
+        self.executor.request_resume()
+        return self._accepted("run resumed")
+
+    @resume_run.validator
+    def _validate_resume(self, request: ResumeSignal) -> None:
+        if not self.executor.is_suspended:
+            hint = " (it waits for approvals: send them instead)" if self._undecided() else ""
+            raise ApplicationError(
+                f"run is not suspended (status: {self._status()}){hint}",
+                type="not_suspended",
+                non_retryable=True,
+            )
+
+    @workflow.signal
+    def suspend(self, signal: SuspendSignal) -> None:
+        if self.state is not None and self.state.status in (
+            RunStatus.COMPLETED,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+        ):
+            workflow.logger.warning("suspend signal ignored: run is %s", self.state.status.value)
+            return
+        self.executor.request_pause(signal.reason)

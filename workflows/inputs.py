@@ -1,0 +1,144 @@
+"""One model per workflow input, result, signal, update and query: the wire contract."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from durable_agent import AgentExecutionNode, ModelMessage, Usage
+from durable_agent.nodes import (
+    ModelRequestInput,
+    PrepareModelRequestInput,
+    ToolCallInput,
+    ValidateOutputInput,
+)
+
+__all__ = [
+    "AgentStatusView",
+    "AgentWorkflowInput",
+    "AgentWorkflowResult",
+    "ApprovalSignal",
+    "DeferredResultSignal",
+    "HistoryPageQuery",
+    "HistoryRef",
+    "ModelRequestActivityInput",
+    "PendingApprovalView",
+    "PrepareActivityInput",
+    "ResumeSignal",
+    "SuspendSignal",
+    "ToolCallActivityInput",
+    "UpdateAccepted",
+    "ValidateOutputActivityInput",
+]
+
+MAX_PROMPT_CHARS = 1_000_000
+
+
+class AgentWorkflowInput(BaseModel):
+    agent: str = Field(description="Name of an agent registered on the worker.")
+    prompt: str
+    conversation_id: str | None = None
+    message_history: list[ModelMessage] = Field(default_factory=list)
+    suspend_at: list[AgentExecutionNode] = Field(default_factory=list)
+    approval_timeout_seconds: float | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentWorkflowResult(BaseModel):
+    output: Any = None
+    structured_output: Any = None
+    status: str
+    run_id: str
+    conversation_id: str
+    usage: Usage
+    run_step: int
+
+
+class ResumeSignal(BaseModel):
+    reason: str | None = None
+
+
+class SuspendSignal(BaseModel):
+    reason: str = "suspended by signal"
+
+
+class ApprovalSignal(BaseModel):
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None
+    decided_by: str | None = None
+    override_arguments: dict[str, Any] | None = None
+
+
+class DeferredResultSignal(BaseModel):
+    tool_call_id: str
+    status: Literal["success", "error"] = "success"
+    response: Any = None
+
+
+class UpdateAccepted(BaseModel):
+    """What an accepted update answers: the run's status right after the change."""
+
+    accepted: bool = True
+    message: str
+    status: str
+
+
+class PendingApprovalView(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    arguments: Any
+    reason: str | None = None
+    decided: bool = False
+
+
+class AgentStatusView(BaseModel):
+    agent: str
+    status: str
+    node: str | None
+    run_step: int
+    run_id: str | None = None
+    conversation_id: str | None = None
+    suspend_reason: str | None = None
+    pending_approvals: list[PendingApprovalView] = Field(default_factory=list)
+    deferred_calls: list[PendingApprovalView] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    output: Any = None
+    error: str | None = None
+
+
+class HistoryPageQuery(BaseModel):
+    offset: int = 0
+    limit: int = 200
+
+
+class HistoryRef(BaseModel):
+    """Names the message prefix an activity may already hold: `length` messages whose
+    chained hash is `digest`. Only messages after it travel in the activity input."""
+
+    workflow_id: str
+    workflow_run_id: str
+    length: int
+    digest: str
+
+
+class PrepareActivityInput(BaseModel):
+    agent: str
+    input: PrepareModelRequestInput
+
+
+class ModelRequestActivityInput(BaseModel):
+    agent: str
+    input: ModelRequestInput
+    history: HistoryRef
+
+
+class ToolCallActivityInput(BaseModel):
+    agent: str
+    input: ToolCallInput
+
+
+class ValidateOutputActivityInput(BaseModel):
+    agent: str
+    input: ValidateOutputInput

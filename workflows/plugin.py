@@ -1,0 +1,40 @@
+"""One plugin that wires the converter, the workflow, the activities and the sandbox.
+
+Pass it to `Client.connect(plugins=[DurableAgentPlugin()])`; a `Worker` built from that
+client picks up the workflow and activities, and the CLI and tests use the same object.
+"""
+
+from __future__ import annotations
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from .agent_workflow import AgentWorkflow
+
+__all__ = ["PASSTHROUGH_MODULES", "DurableAgentPlugin", "data_converter"]
+
+PASSTHROUGH_MODULES = ("durable_agent", "activities", "pydantic", "pydantic_core", "structlog")
+"""Loaded once, outside the sandbox: the registry must be the worker's own instance."""
+
+
+def data_converter() -> DataConverter:
+    return pydantic_data_converter
+
+
+class DurableAgentPlugin(SimplePlugin):
+    def __init__(self, *, converter: DataConverter | None = None) -> None:
+        from activities.nodes import ALL_ACTIVITIES  # activities import workflow inputs
+
+        super().__init__(
+            "durable-agent.DurableAgentPlugin",
+            data_converter=converter or data_converter(),
+            workflows=[AgentWorkflow],
+            activities=list(ALL_ACTIVITIES),
+            workflow_runner=SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules(
+                    *PASSTHROUGH_MODULES
+                )
+            ),
+        )

@@ -1,0 +1,154 @@
+"""The workflow-side node runner: each working node becomes an activity.
+
+Model requests send only the messages added since the previous request, plus a digest of
+the prefix the activity should already hold; that keeps each step's history cost constant
+instead of growing with the conversation.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+from activities.registry import ActivityConfig, AgentRegistration
+from durable_agent import AgentError, ModelRequest, ModelResponse
+from durable_agent.nodes import (
+    ModelRequestInput,
+    OutputOutcome,
+    PrepareModelRequestInput,
+    ToolCallInput,
+    ToolCallOutcome,
+    ValidateOutputInput,
+)
+
+from .history import HistoryDigest
+from .inputs import (
+    HistoryRef,
+    ModelRequestActivityInput,
+    PrepareActivityInput,
+    ToolCallActivityInput,
+    ValidateOutputActivityInput,
+)
+
+__all__ = ["ActivityNodeRunner", "NodeActivityFailed", "WorkflowIdSource"]
+
+
+class WorkflowIdSource:
+    """Replay-safe ids and time."""
+
+    def uuid4(self) -> uuid.UUID:
+        return workflow.uuid4()
+
+    def now(self) -> datetime:
+        return workflow.now()
+
+
+class NodeActivityFailed(AgentError):
+    """An activity failed for good; `kind` is the error type the activity reported."""
+
+    def __init__(self, kind: str, message: str, *, node: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.node = node
+
+
+def _options(config: ActivityConfig) -> dict[str, object]:
+    return {
+        "start_to_close_timeout": config.start_to_close(),
+        "schedule_to_close_timeout": timedelta(seconds=config.schedule_to_close_seconds)
+        if config.schedule_to_close_seconds
+        else None,
+        "heartbeat_timeout": timedelta(seconds=config.heartbeat_seconds)
+        if config.heartbeat_seconds
+        else None,
+        "retry_policy": RetryPolicy(
+            initial_interval=timedelta(seconds=config.initial_interval_seconds),
+            backoff_coefficient=config.backoff_coefficient,
+            maximum_interval=timedelta(seconds=config.maximum_interval_seconds),
+            maximum_attempts=config.maximum_attempts,
+        ),
+    }
+
+
+def _unwrap(error: ActivityError, node: str) -> NodeActivityFailed:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return NodeActivityFailed(cause.type or "ApplicationError", cause.message, node=node)
+    if isinstance(cause, CancelledError):
+        return NodeActivityFailed("cancelled", f"{node} activity was cancelled", node=node)
+    reason = str(cause) if cause is not None else str(error)
+    return NodeActivityFailed(type(cause).__name__ if cause else "ActivityError", reason, node=node)
+
+
+class ActivityNodeRunner:
+    def __init__(self, registration: AgentRegistration) -> None:
+        self.registration = registration
+        self.name = registration.agent.name
+        self.config = registration.activities
+        self._digest = HistoryDigest()
+        self._cached_length = 0
+
+    async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
+        try:
+            return await workflow.execute_activity(
+                "prepare_model_request",
+                PrepareActivityInput(agent=self.name, input=input),
+                result_type=ModelRequest,
+                summary=f"prepare_model_request · step {input.run_step}",
+                **_options(self.config.prepare_model_request),  # type: ignore[arg-type]
+            )
+        except ActivityError as error:
+            raise _unwrap(error, "prepare_model_request") from error
+
+    async def model_request(self, input: ModelRequestInput) -> ModelResponse:
+        messages = input.messages
+        prefix = min(self._cached_length, len(messages))
+        ref = HistoryRef(
+            workflow_id=workflow.info().workflow_id,
+            workflow_run_id=workflow.info().run_id,
+            length=prefix,
+            digest=self._digest.advance(messages, prefix),
+        )
+        delta = input.model_copy(update={"messages": messages[prefix:]})
+        try:
+            response = await workflow.execute_activity(
+                "model_request",
+                ModelRequestActivityInput(agent=self.name, input=delta, history=ref),
+                result_type=ModelResponse,
+                summary=f"model_request · step {input.run_step + 1}",
+                **_options(self.config.model_request),  # type: ignore[arg-type]
+            )
+        except ActivityError as error:
+            raise _unwrap(error, "model_request") from error
+        # The activity now caches these messages plus its response, which the loop appends.
+        self._cached_length = len(messages) + 1
+        return response
+
+    async def tool_call(self, input: ToolCallInput) -> ToolCallOutcome:
+        call = input.call
+        try:
+            return await workflow.execute_activity(
+                "tool_call",
+                ToolCallActivityInput(agent=self.name, input=input),
+                result_type=ToolCallOutcome,
+                summary=f"tool {call.name} · {call.id}",
+                **_options(self.config.for_tool(call.name)),  # type: ignore[arg-type]
+            )
+        except ActivityError as error:
+            raise _unwrap(error, f"tool {call.name}") from error
+
+    async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
+        try:
+            return await workflow.execute_activity(
+                "validate_output",
+                ValidateOutputActivityInput(agent=self.name, input=input),
+                result_type=OutputOutcome,
+                summary=f"validate_output · step {input.run_step}",
+                **_options(self.config.validate_output),  # type: ignore[arg-type]
+            )
+        except ActivityError as error:
+            raise _unwrap(error, "validate_output") from error

@@ -1,0 +1,83 @@
+"""The executor inside the workflow: checkpoints become workflow state, Suspend becomes a wait.
+
+Every boundary is recorded (the resume evidence list and the latest full checkpoint, both
+served by queries). When a boundary must suspend (a `suspend_at` node, or a `suspend`
+signal asking to pause at the next boundary) the executor blocks on `workflow.wait_condition`
+until a `resume` signal or `resume_run` update arrives, then continues in the same execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from temporalio import workflow
+
+from durable_agent import (
+    AgentCheckpoint,
+    AgentExecutionNode,
+    AgentResumeEvidence,
+    Continue,
+    Suspend,
+)
+
+__all__ = ["TemporalExecutor"]
+
+
+class TemporalExecutor:
+    def __init__(
+        self,
+        suspend_at: Iterable[AgentExecutionNode] = (),
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.suspend_at = frozenset(suspend_at)
+        self.on_change = on_change or (lambda: None)
+        self.evidence: list[AgentResumeEvidence] = []
+        self.latest: AgentCheckpoint | None = None
+        self.pause_reason: str | None = None
+        self.suspended_reason: str | None = None
+        self._resume_requested = False
+
+    @property
+    def node(self) -> AgentExecutionNode | None:
+        return self.latest.node if self.latest else None
+
+    @property
+    def is_suspended(self) -> bool:
+        return self.suspended_reason is not None
+
+    def request_pause(self, reason: str) -> None:
+        self.pause_reason = reason
+
+    def request_resume(self) -> bool:
+        """True if a suspended run will now continue."""
+        if not self.is_suspended:
+            return False
+        self._resume_requested = True
+        return True
+
+    def decide(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
+        if checkpoint.node is AgentExecutionNode.RUN_FAILED:
+            return Continue()
+        if self.pause_reason is not None:
+            reason, self.pause_reason = self.pause_reason, None
+            return Suspend(reason=reason)
+        if checkpoint.node in self.suspend_at:
+            return Suspend(reason=f"suspend_at {checkpoint.node.value}")
+        return Continue()
+
+    async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
+        self.evidence.append(checkpoint.resume)
+        self.latest = checkpoint
+        decision = self.decide(checkpoint)
+        if isinstance(decision, Suspend):
+            self.suspended_reason = decision.reason
+            self._resume_requested = False
+            self.on_change()
+            workflow.logger.info(
+                "run suspended", extra={"node": checkpoint.node.value, "reason": decision.reason}
+            )
+            await workflow.wait_condition(lambda: self._resume_requested)
+            self.suspended_reason = None
+            self._resume_requested = False
+        self.on_change()
+        return Continue()
