@@ -21,12 +21,14 @@ from collections.abc import Sequence
 
 import structlog
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.registry import AgentRegistry, registry
 from durable_agent import Agent
 from durable_agent.logs import configure_logging
 from workflows import DEFAULT_TASK_QUEUE, DurableAgentPlugin
+from workflows.search_attributes import ensure_search_attributes
 
 log = structlog.get_logger("durable_agent.worker")
 
@@ -77,7 +79,24 @@ async def run_worker(
     stop: asyncio.Event,
     ready: asyncio.Event | None = None,
 ) -> None:
-    client = await Client.connect(address, namespace=namespace, plugins=[DurableAgentPlugin()])
+    try:
+        client = await Client.connect(address, namespace=namespace, plugins=[DurableAgentPlugin()])
+    except RuntimeError as error:
+        raise SystemExit(
+            f"cannot reach the Temporal server at {address} (namespace {namespace}): {error}\n"
+            "start one with `python worker.py --dev` or "
+            "`docker compose -f docker-compose.temporal.yml up -d`, or set TEMPORAL_ADDRESS"
+        ) from error
+    try:
+        added = await ensure_search_attributes(client)
+        if added:
+            log.info("registered search attributes", added=added)
+    except RPCError as error:
+        log.warning(
+            "could not check or register the search attributes AgentName, AgentStatus and "
+            "PendingApprovals; create them on the server, or workflows will fail their tasks",
+            error=str(error),
+        )
     async with Worker(client, task_queue=task_queue):
         log.info(
             "worker started",

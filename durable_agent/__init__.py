@@ -108,6 +108,7 @@ __all__ = [
     "ModelRetry",
     "ModelSettings",
     "NodeRunner",
+    "OpenAIChatModel",
     "OutputRetryLimitExceeded",
     "PendingToolApproval",
     "RetryPromptPart",

@@ -9,6 +9,7 @@ no I/O, ids from `workflow.uuid4()`, time from `workflow.now()`.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 
 from temporalio import workflow
@@ -225,7 +226,8 @@ class AgentWorkflow:
         if pending:
             lines.append("\n**Pending approvals**\n")
             lines.extend(
-                f"- `{p.tool_call_id}` · tool `{p.tool_name}` · arguments `{p.arguments}`"
+                f"- `{p.tool_call_id}` · tool `{p.tool_name}` · arguments "
+                f"`{json.dumps(p.arguments, default=str)}`"
                 for p in pending
             )
             lines.append('\nSend the `approval` signal: `{"tool_call_id": ..., "approved": true}`')

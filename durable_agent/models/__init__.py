@@ -14,6 +14,7 @@ __all__ = [
     "Model",
     "ModelRequestParameters",
     "ModelSettings",
+    "OpenAIChatModel",
     "OutputMode",
     "TestModel",
 ]

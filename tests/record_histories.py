@@ -1,0 +1,92 @@
+"""Records the histories that test_replay.py replays.
+
+    python -m tests.record_histories
+
+Run it after a deliberate, versioned change to the workflow; commit the JSON files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import uuid
+from pathlib import Path
+
+from durable_agent import AgentExecutionNode
+from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
+from workflows.devserver import DevServer
+
+from .replay_agents import register_replay_agents
+from .temporal_support import connect, free_port, new_worker
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+
+
+async def wait_status(handle: object, status: str) -> None:
+    for _ in range(200):
+        view = await handle.query(AgentWorkflow.status)  # type: ignore[attr-defined]
+        if view.status == status:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(status)
+
+
+async def record() -> None:
+    register_replay_agents()
+    HISTORIES.mkdir(exist_ok=True)
+    directory = Path(tempfile.mkdtemp())
+    async with DevServer(directory / "dev.db", port=free_port(), ui_port=None) as server:
+        client = await connect(server.address)
+        async with new_worker(client) as worker:
+            runs = {}
+            weather = await client.start_workflow(
+                AgentWorkflow.run,
+                AgentWorkflowInput(agent="replay-weather", prompt="weather?"),
+                id=f"replay-tool-run-{uuid.uuid4().hex[:6]}",
+                task_queue=worker.task_queue,
+            )
+            await weather.result()
+            runs["tool_run"] = weather
+
+            suspended = await client.start_workflow(
+                AgentWorkflow.run,
+                AgentWorkflowInput(
+                    agent="replay-weather",
+                    prompt="weather?",
+                    suspend_at=[AgentExecutionNode.BEFORE_MODEL_REQUEST],
+                ),
+                id=f"replay-suspend-{uuid.uuid4().hex[:6]}",
+                task_queue=worker.task_queue,
+            )
+            for _ in range(2):
+                await wait_status(suspended, "waiting")
+                await suspended.signal(AgentWorkflow.resume, ResumeSignal())
+                await asyncio.sleep(0.3)
+            await suspended.result()
+            runs["suspend_resume"] = suspended
+
+            for verdict in (True, False):
+                approval = await client.start_workflow(
+                    AgentWorkflow.run,
+                    AgentWorkflowInput(agent="replay-deployer", prompt="ship"),
+                    id=f"replay-approval-{verdict}-{uuid.uuid4().hex[:6]}",
+                    task_queue=worker.task_queue,
+                )
+                await wait_status(approval, "waiting")
+                await approval.execute_update(
+                    AgentWorkflow.submit_approval,
+                    ApprovalSignal(
+                        tool_call_id="d1", approved=verdict, reason="no", decided_by="t"
+                    ),
+                )
+                await approval.result()
+                runs["approved" if verdict else "denied"] = approval
+
+            for label, handle in runs.items():
+                history = await handle.fetch_history()
+                (HISTORIES / f"{label}.json").write_text(history.to_json())
+                print(f"recorded {label}: {len(history.events)} events")
+
+
+if __name__ == "__main__":
+    asyncio.run(record())

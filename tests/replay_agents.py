@@ -1,0 +1,51 @@
+"""Agents behind the recorded histories in tests/histories/ (names and scripts are fixed).
+
+Changing these scripts, or the workflow, in a way that changes the commands a workflow
+issues makes `test_replay.py` fail: that is the point.
+"""
+
+from __future__ import annotations
+
+from activities.registry import registry
+from durable_agent import AgentBuilder, TestModel
+
+from .helpers import call, text_response, tool_response
+
+
+def get_weather(city: str) -> str:
+    return f"sunny in {city}"
+
+
+def deploy(env: str) -> str:
+    return f"deployed to {env}"
+
+
+def register_replay_agents() -> None:
+    agents = [
+        AgentBuilder(
+            TestModel.with_responses(
+                [
+                    tool_response(
+                        call("get_weather", "w1", city="Paris"),
+                        call("get_weather", "w2", city="Oslo"),
+                    ),
+                    text_response("Both sunny."),
+                ]
+            )
+        )
+        .name("replay-weather")
+        .instructions("Be brief.")
+        .tool(get_weather)
+        .build(),
+        AgentBuilder(
+            TestModel.with_responses(
+                [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
+            )
+        )
+        .name("replay-deployer")
+        .tool(deploy)
+        .approval_required_tools(["deploy"])
+        .build(),
+    ]
+    for agent in agents:
+        registry.register(agent, replace=True)
