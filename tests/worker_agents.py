@@ -1,4 +1,4 @@
-"""Agents for tests that run real worker processes (`python worker.py --agents tests.worker_agents`).
+"""Agents for tests that run real worker processes (`--agents tests.worker_agents`).
 
 Side effects go to files under $DA_TEST_DIR so the test process can count them across
 worker processes: one line per model request served and per tool call started/finished.
