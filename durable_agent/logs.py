@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, Literal
 
 import structlog
@@ -18,7 +19,7 @@ __all__ = ["configure_logging"]
 LogFormat = Literal["json", "console"]
 
 
-def _flatten_temporal(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+def _flatten_temporal(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     record = event.get("_record")
     workflow_info = getattr(record, "temporal_workflow", None) if record else None
     if isinstance(workflow_info, dict):

@@ -72,6 +72,7 @@ class AgentLoop:
         sink: StreamSink | None = None,
         stream_start: int = 0,
         idempotency_prefix: str | None = None,
+        max_concurrent_tools: int | None = None,
     ) -> None:
         self.agent = agent
         self.state = state
@@ -81,6 +82,8 @@ class AgentLoop:
         self.sink = sink
         self.seq = stream_start
         self.idempotency_prefix = idempotency_prefix or state.run_id
+        limits = [n for n in (agent.max_concurrent_tools, max_concurrent_tools) if n is not None]
+        self.max_concurrent_tools = min(limits) if limits else None
 
     # -- stream and boundaries -------------------------------------------------------------
 
@@ -431,7 +434,7 @@ class AgentLoop:
     async def _run_tools(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
         if len(planned) == 1:
             return [await self.runner.tool_call(planned[0])]
-        limit = self.agent.max_concurrent_tools
+        limit = self.max_concurrent_tools
         if limit is None or limit >= len(planned):
             return list(await asyncio.gather(*(self.runner.tool_call(p) for p in planned)))
         semaphore = asyncio.Semaphore(limit)

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ModelMessage,
         RunStatus,
         ToolApprovalDecision,
+        Usage,
         apply_hitl_decisions,
     )
 
@@ -155,6 +156,7 @@ class AgentWorkflow:
             ids=WorkflowIdSource(),
             stream_start=stream_start,
             idempotency_prefix=workflow.info().workflow_id,
+            max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
         )
 
     async def _wait_for_humans(self, state: AgentRunState) -> None:
@@ -258,7 +260,7 @@ class AgentWorkflow:
             suspend_reason=self.executor.suspended_reason,
             pending_approvals=self._undecided(),
             deferred_calls=deferred,
-            usage=state.usage if state else AgentStatusView.model_fields["usage"].default_factory(),  # type: ignore[misc]
+            usage=state.usage if state else Usage(),
             output=state.output if state else None,
             error=self.error,
         )

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import TypeVar
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -56,24 +58,6 @@ class NodeActivityFailed(AgentError):
         self.node = node
 
 
-def _options(config: ActivityConfig) -> dict[str, object]:
-    return {
-        "start_to_close_timeout": config.start_to_close(),
-        "schedule_to_close_timeout": timedelta(seconds=config.schedule_to_close_seconds)
-        if config.schedule_to_close_seconds
-        else None,
-        "heartbeat_timeout": timedelta(seconds=config.heartbeat_seconds)
-        if config.heartbeat_seconds
-        else None,
-        "retry_policy": RetryPolicy(
-            initial_interval=timedelta(seconds=config.initial_interval_seconds),
-            backoff_coefficient=config.backoff_coefficient,
-            maximum_interval=timedelta(seconds=config.maximum_interval_seconds),
-            maximum_attempts=config.maximum_attempts,
-        ),
-    }
-
-
 def _unwrap(error: ActivityError, node: str) -> NodeActivityFailed:
     cause = error.cause
     if isinstance(cause, ApplicationError):
@@ -82,6 +66,44 @@ def _unwrap(error: ActivityError, node: str) -> NodeActivityFailed:
         return NodeActivityFailed("cancelled", f"{node} activity was cancelled", node=node)
     reason = str(cause) if cause is not None else str(error)
     return NodeActivityFailed(type(cause).__name__ if cause else "ActivityError", reason, node=node)
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+async def _execute(
+    activity: str,
+    arg: BaseModel,
+    result_type: type[T],
+    *,
+    summary: str,
+    config: ActivityConfig,
+    node: str,
+) -> T:
+    """Schedules one node activity; a final failure becomes `NodeActivityFailed`."""
+    try:
+        result: T = await workflow.execute_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            summary=summary,
+            start_to_close_timeout=config.start_to_close(),
+            schedule_to_close_timeout=timedelta(seconds=config.schedule_to_close_seconds)
+            if config.schedule_to_close_seconds
+            else None,
+            heartbeat_timeout=timedelta(seconds=config.heartbeat_seconds)
+            if config.heartbeat_seconds
+            else None,
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=config.initial_interval_seconds),
+                backoff_coefficient=config.backoff_coefficient,
+                maximum_interval=timedelta(seconds=config.maximum_interval_seconds),
+                maximum_attempts=config.maximum_attempts,
+            ),
+        )
+    except ActivityError as error:
+        raise _unwrap(error, node) from error
+    return result
 
 
 class ActivityNodeRunner:
@@ -93,16 +115,14 @@ class ActivityNodeRunner:
         self._cached_length = 0
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
-        try:
-            return await workflow.execute_activity(
-                "prepare_model_request",
-                PrepareActivityInput(agent=self.name, input=input),
-                result_type=ModelRequest,
-                summary=f"prepare_model_request · step {input.run_step}",
-                **_options(self.config.prepare_model_request),  # type: ignore[arg-type]
-            )
-        except ActivityError as error:
-            raise _unwrap(error, "prepare_model_request") from error
+        return await _execute(
+            "prepare_model_request",
+            PrepareActivityInput(agent=self.name, input=input),
+            ModelRequest,
+            summary=f"prepare_model_request · step {input.run_step}",
+            config=self.config.prepare_model_request,
+            node="prepare_model_request",
+        )
 
     async def model_request(self, input: ModelRequestInput) -> ModelResponse:
         messages = input.messages
@@ -114,41 +134,35 @@ class ActivityNodeRunner:
             digest=self._digest.advance(messages, prefix),
         )
         delta = input.model_copy(update={"messages": messages[prefix:]})
-        try:
-            response = await workflow.execute_activity(
-                "model_request",
-                ModelRequestActivityInput(agent=self.name, input=delta, history=ref),
-                result_type=ModelResponse,
-                summary=f"model_request · step {input.run_step + 1}",
-                **_options(self.config.model_request),  # type: ignore[arg-type]
-            )
-        except ActivityError as error:
-            raise _unwrap(error, "model_request") from error
+        response = await _execute(
+            "model_request",
+            ModelRequestActivityInput(agent=self.name, input=delta, history=ref),
+            ModelResponse,
+            summary=f"model_request · step {input.run_step + 1}",
+            config=self.config.model_request,
+            node="model_request",
+        )
         # The activity now caches these messages plus its response, which the loop appends.
         self._cached_length = len(messages) + 1
         return response
 
     async def tool_call(self, input: ToolCallInput) -> ToolCallOutcome:
         call = input.call
-        try:
-            return await workflow.execute_activity(
-                "tool_call",
-                ToolCallActivityInput(agent=self.name, input=input),
-                result_type=ToolCallOutcome,
-                summary=f"tool {call.name} · {call.id}",
-                **_options(self.config.for_tool(call.name)),  # type: ignore[arg-type]
-            )
-        except ActivityError as error:
-            raise _unwrap(error, f"tool {call.name}") from error
+        return await _execute(
+            "tool_call",
+            ToolCallActivityInput(agent=self.name, input=input),
+            ToolCallOutcome,
+            summary=f"tool {call.name} · {call.id}",
+            config=self.config.for_tool(call.name),
+            node=f"tool {call.name}",
+        )
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
-        try:
-            return await workflow.execute_activity(
-                "validate_output",
-                ValidateOutputActivityInput(agent=self.name, input=input),
-                result_type=OutputOutcome,
-                summary=f"validate_output · step {input.run_step}",
-                **_options(self.config.validate_output),  # type: ignore[arg-type]
-            )
-        except ActivityError as error:
-            raise _unwrap(error, "validate_output") from error
+        return await _execute(
+            "validate_output",
+            ValidateOutputActivityInput(agent=self.name, input=input),
+            OutputOutcome,
+            summary=f"validate_output · step {input.run_step}",
+            config=self.config.validate_output,
+            node="validate_output",
+        )

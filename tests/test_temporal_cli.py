@@ -1,0 +1,102 @@
+"""The plain `temporal` CLI commands the README shows work against AgentWorkflow."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from temporalio.client import Client
+
+from activities.registry import registry
+from durable_agent import AgentBuilder, TestModel
+from workflows import AgentWorkflow
+from workflows.devserver import DevServer, temporal_cli
+
+from .helpers import CallLog, call, text_response, tool_response
+from .temporal_support import new_worker
+from .test_workflow import wait_for_status
+
+
+async def temporal(server: DevServer, *args: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        temporal_cli(),
+        *args,
+        "--address",
+        server.address,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, f"temporal {' '.join(args)} failed: {err.decode()}"
+    return out.decode()
+
+
+async def test_start_query_and_signal_with_the_temporal_cli(
+    client: Client, dev_server: DevServer
+) -> None:
+    log = CallLog()
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+
+    def deploy(env: str) -> str:
+        log.record("deploy", env=env)
+        return "deployed"
+
+    model = TestModel.with_responses(
+        [tool_response(call("deploy", "d1", env="prod")), text_response("ok")]
+    )
+    registry.register(
+        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
+    )
+    workflow_id = f"tcli-{uuid.uuid4().hex[:8]}"
+    async with new_worker(client) as worker:
+        await temporal(
+            dev_server,
+            "workflow",
+            "start",
+            "--type",
+            "AgentWorkflow",
+            "--task-queue",
+            worker.task_queue,
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            json.dumps({"agent": name, "prompt": "ship"}),
+        )
+        handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+        await wait_for_status(handle, "waiting")
+        status = await temporal(
+            dev_server,
+            "workflow",
+            "query",
+            "--workflow-id",
+            workflow_id,
+            "--type",
+            "status",
+            "--output",
+            "json",
+        )
+        assert '"tool_call_id": "d1"' in status or '"tool_call_id":"d1"' in status
+        listed = await temporal(
+            dev_server,
+            "workflow",
+            "list",
+            "--query",
+            f'AgentStatus="waiting" AND WorkflowId="{workflow_id}"',
+        )
+        assert workflow_id in listed
+        await temporal(
+            dev_server,
+            "workflow",
+            "update",
+            "execute",
+            "--workflow-id",
+            workflow_id,
+            "--name",
+            "submit_approval",
+            "--input",
+            json.dumps({"tool_call_id": "d1", "approved": True}),
+        )
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.output == "ok"
+    assert log.calls == [("deploy", {"env": "prod"})]
