@@ -71,6 +71,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def plugin() -> DurableAgentPlugin:
+    """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see workflows.encryption)."""
+    if not os.environ.get("DURABLE_AGENT_ENCRYPTION_KEYS"):
+        return DurableAgentPlugin()
+    from workflows.encryption import EncryptionCodec, EncryptionError
+
+    try:
+        codec = EncryptionCodec.from_env()
+    except EncryptionError as error:
+        raise SystemExit(str(error)) from None
+    log.info("payload encryption on", active_key=codec.active, key_ids=codec.key_ids)
+    return DurableAgentPlugin(codec=codec)
+
+
 async def run_worker(
     address: str,
     namespace: str,
@@ -80,7 +94,7 @@ async def run_worker(
     ready: asyncio.Event | None = None,
 ) -> None:
     try:
-        client = await Client.connect(address, namespace=namespace, plugins=[DurableAgentPlugin()])
+        client = await Client.connect(address, namespace=namespace, plugins=[plugin()])
     except RuntimeError as error:
         raise SystemExit(
             f"cannot reach the Temporal server at {address} (namespace {namespace}): {error}\n"
@@ -115,7 +129,7 @@ async def run_worker(
 async def start_demo(address: str, namespace: str, task_queue: str) -> None:
     from workflows import AgentWorkflow, AgentWorkflowInput
 
-    client = await Client.connect(address, namespace=namespace, plugins=[DurableAgentPlugin()])
+    client = await Client.connect(address, namespace=namespace, plugins=[plugin()])
     handle = await client.start_workflow(
         AgentWorkflow.run,
         AgentWorkflowInput(agent="deployer", prompt="Deploy v2.1 to prod"),

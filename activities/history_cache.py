@@ -15,8 +15,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import ModelMessage
-from workflows.history import extend_digest
-from workflows.inputs import HistoryPageQuery, HistoryRef
+from workflows.history import EMPTY_DIGEST, extend_digest
+from workflows.inputs import HistoryPageQuery, HistoryRef, HistorySegment
 
 __all__ = ["HistoryCache", "history_cache"]
 
@@ -32,12 +32,14 @@ class _Entry:
 class HistoryCache:
     def __init__(self, max_runs: int = 512) -> None:
         self.max_runs = max_runs
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def _key(self, ref: HistoryRef) -> tuple[str, str]:
-        return (ref.workflow_id, ref.workflow_run_id)
+    def _key(self, ref: HistoryRef) -> str:
+        # By workflow id, not run id: the history carries over continue-as-new (the digest
+        # tells a reused workflow id apart).
+        return ref.workflow_id
 
     def lookup(self, ref: HistoryRef) -> list[ModelMessage] | None:
         if ref.length == 0:
@@ -61,19 +63,8 @@ class HistoryCache:
             self.hits += 1
             return list(cached)
         self.misses += 1
-        handle = activity.client().get_workflow_handle(ref.workflow_id, run_id=ref.workflow_run_id)
-        messages: list[ModelMessage] = []
-        while len(messages) < ref.length:
-            page = await handle.query(
-                "message_history_page",
-                HistoryPageQuery(offset=len(messages), limit=min(PAGE, ref.length - len(messages))),
-                result_type=list[ModelMessage],
-            )
-            if not page:
-                break
-            messages.extend(page)
-        messages = messages[: ref.length]
-        if len(messages) != ref.length or extend_digest_from_start(messages) != ref.digest:
+        messages = await self._read_from_workflow(ref)
+        if len(messages) != ref.length or extend_digest(EMPTY_DIGEST, messages) != ref.digest:
             raise ApplicationError(
                 f"message history of {ref.workflow_id} does not match the digest the workflow "
                 f"sent ({len(messages)} of {ref.length} messages read); retrying",
@@ -81,11 +72,25 @@ class HistoryCache:
             )
         return messages
 
-
-def extend_digest_from_start(messages: list[ModelMessage]) -> str:
-    from workflows.history import EMPTY_DIGEST
-
-    return extend_digest(EMPTY_DIGEST, messages)
+    async def _read_from_workflow(self, ref: HistoryRef) -> list[ModelMessage]:
+        """Pages through every run that holds part of the history (continue-as-new)."""
+        client = activity.client()
+        current = client.get_workflow_handle(ref.workflow_id, run_id=ref.workflow_run_id)
+        segments = await current.query("history_segments", result_type=list[HistorySegment])
+        messages: list[ModelMessage] = []
+        for segment in segments:
+            handle = client.get_workflow_handle(ref.workflow_id, run_id=segment.run_id)
+            while len(messages) < min(segment.end, ref.length):
+                activity.heartbeat()
+                page = await handle.query(
+                    "message_history_page",
+                    HistoryPageQuery(offset=len(messages), limit=PAGE),
+                    result_type=list[ModelMessage],
+                )
+                if not page:
+                    break
+                messages.extend(page)
+        return messages[: ref.length]
 
 
 history_cache = HistoryCache()

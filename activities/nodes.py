@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import TypeVar
 
 import structlog
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -25,7 +28,7 @@ from workflows.inputs import (
 )
 
 from .history_cache import history_cache
-from .registry import registry
+from .registry import AgentActivityConfig, registry
 
 __all__ = [
     "ALL_ACTIVITIES",
@@ -97,7 +100,9 @@ async def _guard(agent: str, node: str, step: int) -> AsyncIterator[structlog.st
 async def prepare_model_request(input: PrepareActivityInput) -> ModelRequest:
     async with _guard(input.agent, "prepare_model_request", input.input.run_step):
         agent = registry.get(input.agent).agent
-        return await nodes.prepare_model_request(agent, input.input)
+        return _checked(
+            await nodes.prepare_model_request(agent, input.input), "prepare_model_request"
+        )
 
 
 @activity.defn(name="model_request")
@@ -116,22 +121,77 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
             extend_digest(input.history.digest, [*new, response]),
         )
         logger.info("model responded", parts=len(response.parts), history=len(messages))
-        return response
+        return _checked(response, "model_request")
 
 
 @activity.defn(name="tool_call")
 async def tool_call(input: ToolCallActivityInput) -> nodes.ToolCallOutcome:
     call = input.input.call
-    async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step):
-        agent = registry.get(input.agent).agent
-        return await nodes.tool_call(agent, input.input, sync_in_thread=True)
+    async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
+        registration = registry.get(input.agent)
+        outcome = await nodes.tool_call(registration.agent, input.input, sync_in_thread=True)
+        outcome = _limit_tool_result(outcome, registration.activities, logger)
+        return _checked(outcome, f"tool {call.name!r} (call {call.id})")
 
 
 @activity.defn(name="validate_output")
 async def validate_output(input: ValidateOutputActivityInput) -> nodes.OutputOutcome:
     async with _guard(input.agent, "validate_output", input.input.run_step):
         agent = registry.get(input.agent).agent
-        return await nodes.validate_output(agent, input.input)
+        return _checked(await nodes.validate_output(agent, input.input), "validate_output")
+
+
+def _limit_tool_result(
+    outcome: nodes.ToolCallOutcome,
+    config: AgentActivityConfig,
+    logger: structlog.stdlib.BoundLogger,
+) -> nodes.ToolCallOutcome:
+    """Applies the agent's `max_tool_result_bytes` before the result enters history."""
+    result = outcome.tool_return
+    if result is None:
+        return outcome
+    text = result.content if isinstance(result.content, str) else json.dumps(result.content)
+    size = len(text.encode())
+    limit = config.max_tool_result_bytes
+    if size <= limit:
+        return outcome
+    if config.oversized_tool_result == "fail":
+        raise ApplicationError(
+            f"tool {result.name!r} (call {result.tool_call_id}) returned {size} bytes, over "
+            f"max_tool_result_bytes={limit}; return less (or a reference to the data), or "
+            "raise the limit in the agent's AgentActivityConfig",
+            type="tool_result_too_large",
+            non_retryable=True,
+        )
+    kept = text.encode()[: max(limit - 200, 0)].decode(errors="ignore")
+    logger.warning("tool result truncated", size=size, limit=limit)
+    truncated = result.model_copy(
+        update={
+            "content": f"{kept}\n[truncated by durable-agent: the tool returned {size} bytes, "
+            f"the limit is {limit}]",
+            "metadata": {**result.metadata, "truncated_from_bytes": size},
+        }
+    )
+    return outcome.model_copy(update={"tool_return": truncated})
+
+
+PAYLOAD_LIMIT_BYTES = 1_900_000
+"""Just under Temporal's default 2 MB payload limit, above which the server rejects a result."""
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def _checked(result: R, what: str) -> R:
+    """Fails clearly (and for good) instead of letting the server reject the payload."""
+    size = len(result.model_dump_json())
+    if size > PAYLOAD_LIMIT_BYTES:
+        raise ApplicationError(
+            f"{what} produced {size} bytes, more than Temporal accepts in one payload "
+            f"({PAYLOAD_LIMIT_BYTES}); return a reference to large data instead",
+            type="payload_too_large",
+            non_retryable=True,
+        )
+    return result
 
 
 ALL_ACTIVITIES = (prepare_model_request, model_request, tool_call, validate_output)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -57,6 +58,12 @@ class AgentActivityConfig(BaseModel):
     tools: dict[str, ActivityConfig] = Field(default_factory=dict)
     max_concurrent_tool_activities: int = 16
     """At most this many tool activities in flight per step; more calls wait their turn."""
+    continue_as_new_after_steps: int | None = None
+    """Continue as new after this many model requests in one run, besides whenever Temporal
+    suggests it (history near its size or event limits)."""
+    max_tool_result_bytes: int = 256_000
+    """Tool results larger than this (as JSON) are truncated or fail (`oversized_tool_result`)."""
+    oversized_tool_result: Literal["truncate", "fail"] = "truncate"
 
     def for_tool(self, name: str) -> ActivityConfig:
         return self.tools.get(name, self.tool_call)

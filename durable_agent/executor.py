@@ -69,7 +69,7 @@ class AgentResumeEvidence(BaseModel):
         """Evidence is derived from state alone, so it can be recomputed and checked."""
         return cls(
             cursor=AgentResumeCursor(
-                message_cursor=len(state.message_history),
+                message_cursor=state.history_offset + len(state.message_history),
                 model_request_attempt=state.run_step,
                 output_validation_attempt=state.output_validation_attempt,
                 stream_cursor=stream_cursor,

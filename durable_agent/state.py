@@ -62,6 +62,9 @@ class AgentRunState(BaseModel):
     deferred_tool_returns: list[DeferredToolCall] = omit_empty(factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    history_offset: int = omit_empty(0)
+    """Messages of this conversation held before `message_history[0]` (by earlier runs of a
+    workflow that continued as new); message cursors count them."""
     pending_prompt: str | None = omit_none()
     pending_retry_prompts: list[RetryPromptPart] = omit_empty(factory=list)
     active_tool_call_id: str | None = omit_none()

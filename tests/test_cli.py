@@ -484,18 +484,29 @@ async def test_usage_errors_exit_2(cli: Cli, capsys: pytest.CaptureFixture[str])
     assert "exit codes:" in capsys.readouterr().out
 
 
-def test_module_entry_point() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "workflows.cli"]
-    helped = subprocess.run(
-        [*command, "status", "--help"], capture_output=True, text=True, env=env, check=False
-    )
-    failed = subprocess.run(
-        [*command, "status", "x", "--address", "127.0.0.1:1"],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
-    assert helped.returncode == 0
-    assert "3    workflow not found" in helped.stdout
-    assert failed.returncode == 4
-    assert failed.stdout == ""
-    assert "127.0.0.1:1" in failed.stderr
+async def test_module_entry_point(dev_server: DevServer) -> None:
+    """`python -m workflows.cli`: the process's exit status is the documented code (the
+    Temporal client's threads must not abort interpreter shutdown with 134)."""
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "workflows.cli", *argv,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode()
+
+    helped = await run("status", "--help")
+    unreachable = await run("status", "x", "--address", "127.0.0.1:1")
+    listed = await run("list", "--limit", "1", "--address", dev_server.address)
+    missing = await run("status", "no-such-workflow", "--address", dev_server.address)
+    assert helped[0] == 0
+    assert "3    workflow not found" in helped[1]
+    assert unreachable[0] == 4
+    assert unreachable[1] == ""
+    assert "127.0.0.1:1" in unreachable[2]
+    assert listed[0] == 0, listed[2]
+    assert listed[1].startswith("WORKFLOW ID")
+    assert missing[0] == 3, missing[2]

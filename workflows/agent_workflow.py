@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         AgentResumeEvidence,
         AgentRunState,
         DeferredToolResult,
+        ExecutionSuspended,
         ModelMessage,
         RunStatus,
         ToolApprovalDecision,
@@ -38,8 +39,10 @@ with workflow.unsafe.imports_passed_through():
         AgentWorkflowInput,
         AgentWorkflowResult,
         ApprovalSignal,
+        Continuation,
         DeferredResultSignal,
         HistoryPageQuery,
+        HistorySegment,
         PendingApprovalView,
         ResumeSignal,
         SuspendSignal,
@@ -47,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from .runner import ActivityNodeRunner, WorkflowIdSource
     from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
-    from .temporal_executor import TemporalExecutor
+    from .temporal_executor import CONTINUE_AS_NEW, TemporalExecutor
 
 __all__ = ["AgentWorkflow"]
 
@@ -64,7 +67,14 @@ class AgentWorkflow:
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.input = input
         self.state: AgentRunState | None = None
-        self.executor = TemporalExecutor(input.suspend_at, on_change=self._publish)
+        self.executor = TemporalExecutor(
+            input.suspend_at,
+            on_change=self._publish,
+            continue_as_new=self._should_continue_as_new,
+        )
+        self.segments: list[HistorySegment] = []
+        self._start_step = 0
+        self._after_steps: int | None = None
         self.decisions: dict[str, ToolApprovalDecision] = {}
         self.decided: dict[str, ToolApprovalDecision] = {}
         """Every decision this run has accepted, kept for audit and to refuse a second one."""
@@ -77,24 +87,44 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> AgentWorkflowResult:
-        workflow.upsert_search_attributes([AGENT_NAME.value_set(input.agent)])
+        continuation = input.continuation
+        if continuation is None:
+            workflow.upsert_search_attributes([AGENT_NAME.value_set(input.agent)])
         registration = self._registration(input)
         agent = registration.agent
-        ids = WorkflowIdSource()
-        state = agent.new_state(
-            input.prompt,
-            ids=ids,
-            message_history=input.message_history,
-            conversation_id=input.conversation_id,
-            metadata=input.metadata,
-        )
+        if continuation is None:
+            state = agent.new_state(
+                input.prompt,
+                ids=WorkflowIdSource(),
+                message_history=input.message_history,
+                conversation_id=input.conversation_id,
+                metadata=input.metadata,
+            )
+            runner = ActivityNodeRunner(registration)
+            node, skip, seq = AgentExecutionNode.RUN_START, False, 0
+        else:
+            state = continuation.checkpoint.state.snapshot()
+            self._restore(continuation)
+            runner = ActivityNodeRunner(
+                registration,
+                history_offset=state.history_offset,
+                history_digest=continuation.history_digest,
+            )
+            node, skip, seq = continuation.checkpoint.node, True, continuation.stream_seq
         self.state = state
+        self._start_step = state.run_step
+        self._after_steps = registration.activities.continue_as_new_after_steps
         self._publish()
-        loop = self._loop(registration, state, stream_start=0)
-        node = AgentExecutionNode.RUN_START
+        loop = self._loop(registration, runner, state, stream_start=seq)
         try:
             while True:
-                state = await loop.drive(node)
+                try:
+                    state = await loop.drive(node, skip_boundary=skip)
+                except ExecutionSuspended as suspended:
+                    if suspended.reason != CONTINUE_AS_NEW:
+                        raise
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    workflow.continue_as_new(self._continuation(suspended.checkpoint, loop, runner))
                 self.state = state
                 if state.status is not RunStatus.WAITING:
                     break
@@ -108,8 +138,8 @@ class AgentWorkflow:
                 self.state = state
                 self.decisions.clear()
                 self.results.clear()
-                loop = self._loop(registration, state, stream_start=loop.seq)
-                node = AgentExecutionNode.TOOL_CALL
+                loop = self._loop(registration, runner, state, stream_start=loop.seq)
+                node, skip = AgentExecutionNode.TOOL_CALL, False
         except AgentError as error:
             self.state = loop.state
             self.error = f"{error.kind}: {error.message}"
@@ -131,6 +161,54 @@ class AgentWorkflow:
             run_step=state.run_step,
         )
 
+    # -- continue-as-new -------------------------------------------------------------------
+
+    def _should_continue_as_new(self, checkpoint: AgentCheckpoint) -> bool:
+        """Only at `prepare_model_request`: no tool batch or human decision is in flight."""
+        if checkpoint.node is not AgentExecutionNode.PREPARE_MODEL_REQUEST:
+            return False
+        if workflow.info().is_continue_as_new_suggested():
+            return True
+        steps = checkpoint.run_step - self._start_step
+        return self._after_steps is not None and steps >= self._after_steps
+
+    def _continuation(
+        self, checkpoint: AgentCheckpoint, loop: AgentLoop, runner: ActivityNodeRunner
+    ) -> AgentWorkflowInput:
+        state = checkpoint.state
+        held = state.history_offset + len(state.message_history)
+        digest = runner.digest_of(state.message_history)
+        segment = HistorySegment(
+            run_id=workflow.info().run_id, start=state.history_offset, end=held
+        )
+        trimmed = state.model_copy(update={"message_history": [], "history_offset": held})
+        workflow.logger.info(
+            "continuing as new", extra={"node": checkpoint.node.value, "messages": held}
+        )
+        return self.input.model_copy(
+            update={
+                "message_history": [],
+                "continuation": Continuation(
+                    checkpoint=checkpoint.model_copy(update={"state": trimmed}),
+                    stream_seq=loop.seq,
+                    history_digest=digest,
+                    segments=[*self.segments, segment],
+                    decided=self.decided,
+                    delivered=sorted(self.delivered),
+                    checkpoint_count=self.executor.checkpoint_count,
+                    pause_reason=self.executor.pause_reason,
+                ),
+            }
+        )
+
+    def _restore(self, continuation: Continuation) -> None:
+        self.segments = list(continuation.segments)
+        self.decided = dict(continuation.decided)
+        self.delivered = set(continuation.delivered)
+        self.executor.latest = continuation.checkpoint
+        self.executor.earlier_checkpoints = continuation.checkpoint_count
+        self.executor.pause_reason = continuation.pause_reason
+
     def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
         if not input.prompt.strip():
             raise _fail("invalid_input", "the prompt is empty; send the task for the agent")
@@ -146,12 +224,17 @@ class AgentWorkflow:
             raise _fail(error.kind, error.message) from None
 
     def _loop(
-        self, registration: AgentRegistration, state: AgentRunState, *, stream_start: int
+        self,
+        registration: AgentRegistration,
+        runner: ActivityNodeRunner,
+        state: AgentRunState,
+        *,
+        stream_start: int,
     ) -> AgentLoop:
         return AgentLoop(
             registration.agent,
             state,
-            runner=ActivityNodeRunner(registration),
+            runner=runner,
             executor=self.executor,
             ids=WorkflowIdSource(),
             stream_start=stream_start,
@@ -263,6 +346,8 @@ class AgentWorkflow:
             usage=state.usage if state else Usage(),
             output=state.output if state else None,
             error=self.error,
+            checkpoint_count=self.executor.checkpoint_count,
+            continued_as_new=len(self.segments),
         )
 
     @workflow.query
@@ -275,10 +360,30 @@ class AgentWorkflow:
 
     @workflow.query
     def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:
-        """Serves the model-request activity when its cache misses (another worker, a restart)."""
+        """Messages from global index `page.offset`, as far as this run holds them.
+
+        Serves the model-request activity when its cache misses (another worker, a
+        restart); earlier messages are held by the runs `history_segments` names.
+        """
         if self.state is None:
             return []
-        return self.state.message_history[page.offset : page.offset + page.limit]
+        start = page.offset - self.state.history_offset
+        if start < 0:
+            return []
+        return self.state.message_history[start : start + page.limit]
+
+    @workflow.query
+    def history_segments(self) -> list[HistorySegment]:
+        """Which workflow run holds which messages, this run last."""
+        state = self.state
+        if state is None:
+            return list(self.segments)
+        own = HistorySegment(
+            run_id=workflow.info().run_id,
+            start=state.history_offset,
+            end=state.history_offset + len(state.message_history),
+        )
+        return [*self.segments, own]
 
     # -- human input -----------------------------------------------------------------------
 

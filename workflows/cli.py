@@ -979,4 +979,8 @@ def _exit_process(code: int) -> NoReturn:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the importable module, not this `__main__` copy: its pydantic models resolve their
+    # annotations in the `workflows.cli` namespace.
+    from workflows.cli import main as _main
+
+    raise SystemExit(_main())

@@ -26,16 +26,23 @@ def extend_digest(digest: str, messages: Iterable[ModelMessage]) -> str:
 
 
 class HistoryDigest:
-    """The digest of a growing history, extended one message at a time."""
+    """The digest of a growing history, extended one message at a time.
 
-    def __init__(self) -> None:
-        self.length = 0
-        self.digest = EMPTY_DIGEST
+    `offset` messages (held by earlier runs of the workflow) precede the list it is given;
+    their digest is `base`. Lengths are global: they count those messages too.
+    """
+
+    def __init__(self, offset: int = 0, base: str = EMPTY_DIGEST) -> None:
+        self.offset = offset
+        self.length = offset
+        self.digest = base
 
     def advance(self, messages: list[ModelMessage], length: int) -> str:
-        """The digest of `messages[:length]`; `messages` must extend what was seen before."""
+        """The digest of the first `length` messages, where `messages` starts at `offset`."""
         if length < self.length:
-            self.length, self.digest = 0, EMPTY_DIGEST
-        self.digest = extend_digest(self.digest, messages[self.length : length])
+            raise ValueError(f"history digest cannot go back from {self.length} to {length}")
+        self.digest = extend_digest(
+            self.digest, messages[self.length - self.offset : length - self.offset]
+        )
         self.length = length
         return self.digest

@@ -6,7 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from durable_agent import AgentExecutionNode, ModelMessage, Usage
+from durable_agent import (
+    AgentCheckpoint,
+    AgentExecutionNode,
+    ModelMessage,
+    ToolApprovalDecision,
+    Usage,
+)
 from durable_agent.nodes import (
     ModelRequestInput,
     PrepareModelRequestInput,
@@ -18,6 +24,8 @@ __all__ = [
     "AgentStatusView",
     "AgentWorkflowInput",
     "AgentWorkflowResult",
+    "Continuation",
+    "HistorySegment",
     "ApprovalSignal",
     "DeferredResultSignal",
     "HistoryPageQuery",
@@ -35,6 +43,31 @@ __all__ = [
 MAX_PROMPT_CHARS = 1_000_000
 
 
+class HistorySegment(BaseModel):
+    """Messages `[start, end)` of the conversation, held by workflow run `run_id`."""
+
+    run_id: str
+    start: int
+    end: int
+
+
+class Continuation(BaseModel):
+    """What a run carries into its continue-as-new successor.
+
+    The message history itself stays behind in the earlier runs (`segments`); only its
+    length and digest travel, so the successor's input does not grow with the conversation.
+    """
+
+    checkpoint: AgentCheckpoint
+    stream_seq: int
+    history_digest: str
+    segments: list[HistorySegment] = Field(default_factory=list)
+    decided: dict[str, ToolApprovalDecision] = Field(default_factory=dict)
+    delivered: list[str] = Field(default_factory=list)
+    checkpoint_count: int = 0
+    pause_reason: str | None = None
+
+
 class AgentWorkflowInput(BaseModel):
     agent: str = Field(description="Name of an agent registered on the worker.")
     prompt: str
@@ -43,6 +76,8 @@ class AgentWorkflowInput(BaseModel):
     suspend_at: list[AgentExecutionNode] = Field(default_factory=list)
     approval_timeout_seconds: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    continuation: Continuation | None = None
+    """Set only by the workflow itself when it continues as new."""
 
 
 class AgentWorkflowResult(BaseModel):
@@ -106,6 +141,9 @@ class AgentStatusView(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     output: Any = None
     error: str | None = None
+    checkpoint_count: int = 0
+    """Boundaries passed since the workflow started, across continue-as-new."""
+    continued_as_new: int = 0
 
 
 class HistoryPageQuery(BaseModel):

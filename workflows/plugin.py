@@ -6,8 +6,14 @@ client picks up the workflow and activities, and the CLI and tests use the same 
 
 from __future__ import annotations
 
+import dataclasses
+
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadCodec,
+)
 from temporalio.plugin import SimplePlugin
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -24,12 +30,26 @@ def data_converter() -> DataConverter:
 
 
 class DurableAgentPlugin(SimplePlugin):
-    def __init__(self, *, converter: DataConverter | None = None) -> None:
+    def __init__(
+        self, *, converter: DataConverter | None = None, codec: PayloadCodec | None = None
+    ) -> None:
+        """`codec` (e.g. `workflows.encryption.EncryptionCodec`) encodes every payload.
+
+        With a codec, failure messages and stack traces move into an encoded payload too,
+        since a tool's or model's error text can quote the conversation.
+        """
         from activities.nodes import ALL_ACTIVITIES  # activities import workflow inputs
 
+        converter = converter or data_converter()
+        if codec is not None:
+            converter = dataclasses.replace(
+                converter,
+                payload_codec=codec,
+                failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+            )
         super().__init__(
             "durable-agent.DurableAgentPlugin",
-            data_converter=converter or data_converter(),
+            data_converter=converter,
             workflows=[AgentWorkflow],
             activities=list(ALL_ACTIVITIES),
             workflow_runner=SandboxedWorkflowRunner(

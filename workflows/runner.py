@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from activities.registry import ActivityConfig, AgentRegistration
-from durable_agent import AgentError, ModelRequest, ModelResponse
+from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse
 from durable_agent.nodes import (
     ModelRequestInput,
     OutputOutcome,
@@ -27,7 +27,7 @@ from durable_agent.nodes import (
     ValidateOutputInput,
 )
 
-from .history import HistoryDigest
+from .history import EMPTY_DIGEST, HistoryDigest
 from .inputs import (
     HistoryRef,
     ModelRequestActivityInput,
@@ -107,12 +107,26 @@ async def _execute(
 
 
 class ActivityNodeRunner:
-    def __init__(self, registration: AgentRegistration) -> None:
+    """`history_offset`/`history_digest` describe messages held by earlier runs of the
+    workflow (after continue-as-new); the activity cache is assumed to hold them."""
+
+    def __init__(
+        self,
+        registration: AgentRegistration,
+        *,
+        history_offset: int = 0,
+        history_digest: str = EMPTY_DIGEST,
+    ) -> None:
         self.registration = registration
         self.name = registration.agent.name
         self.config = registration.activities
-        self._digest = HistoryDigest()
-        self._cached_length = 0
+        self.offset = history_offset
+        self.digest = HistoryDigest(history_offset, history_digest)
+        self._cached_length = history_offset
+
+    def digest_of(self, messages: list[ModelMessage]) -> str:
+        """The digest of the whole conversation so far (for continue-as-new)."""
+        return self.digest.advance(messages, self.offset + len(messages))
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
         return await _execute(
@@ -126,14 +140,15 @@ class ActivityNodeRunner:
 
     async def model_request(self, input: ModelRequestInput) -> ModelResponse:
         messages = input.messages
-        prefix = min(self._cached_length, len(messages))
+        total = self.offset + len(messages)
+        prefix = min(self._cached_length, total)
         ref = HistoryRef(
             workflow_id=workflow.info().workflow_id,
             workflow_run_id=workflow.info().run_id,
             length=prefix,
-            digest=self._digest.advance(messages, prefix),
+            digest=self.digest.advance(messages, prefix),
         )
-        delta = input.model_copy(update={"messages": messages[prefix:]})
+        delta = input.model_copy(update={"messages": messages[prefix - self.offset :]})
         response = await _execute(
             "model_request",
             ModelRequestActivityInput(agent=self.name, input=delta, history=ref),
@@ -143,7 +158,7 @@ class ActivityNodeRunner:
             node="model_request",
         )
         # The activity now caches these messages plus its response, which the loop appends.
-        self._cached_length = len(messages) + 1
+        self._cached_length = total + 1
         return response
 
     async def tool_call(self, input: ToolCallInput) -> ToolCallOutcome:

@@ -20,7 +20,10 @@ from durable_agent import (
     Suspend,
 )
 
-__all__ = ["TemporalExecutor"]
+__all__ = ["CONTINUE_AS_NEW", "TemporalExecutor"]
+
+CONTINUE_AS_NEW = "continue-as-new"
+"""The one `Suspend` the executor hands to the loop: the workflow then continues as new."""
 
 
 class TemporalExecutor:
@@ -28,8 +31,11 @@ class TemporalExecutor:
         self,
         suspend_at: Iterable[AgentExecutionNode] = (),
         on_change: Callable[[], None] | None = None,
+        continue_as_new: Callable[[AgentCheckpoint], bool] | None = None,
     ) -> None:
         self.suspend_at = frozenset(suspend_at)
+        self.continue_as_new = continue_as_new or (lambda _: False)
+        self.earlier_checkpoints = 0
         self.on_change = on_change or (lambda: None)
         self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
@@ -80,4 +86,10 @@ class TemporalExecutor:
             self.suspended_reason = None
             self._resume_requested = False
         self.on_change()
+        if self.continue_as_new(checkpoint):
+            return Suspend(reason=CONTINUE_AS_NEW)
         return Continue()
+
+    @property
+    def checkpoint_count(self) -> int:
+        return self.earlier_checkpoints + len(self.evidence)

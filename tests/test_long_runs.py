@@ -1,0 +1,242 @@
+"""Long runs: continue-as-new, history that grows linearly, bounded fan-out, payload limits."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from activities.history_cache import history_cache
+from activities.registry import ActivityConfig, AgentActivityConfig, registry
+from durable_agent import (
+    AgentBuilder,
+    FunctionModel,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TestModel,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UsageLimits,
+)
+from durable_agent.models import AgentInfo
+from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from workflows.devserver import DevServer
+
+from .helpers import call, text_response, tool_response
+from .temporal_support import connect, free_port, new_worker
+from .test_workflow import wait_for_status
+
+FAST = ActivityConfig(initial_interval_seconds=0.2, heartbeat_seconds=None)
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def stepping_model(steps: int, *, then_deploy: bool = False) -> FunctionModel:
+    """`steps` tool steps, optionally a deploy needing approval, then a final answer.
+
+    It checks that it is shown the whole conversation every time: a history rebuilt wrongly
+    after continue-as-new or a cache miss fails the run.
+    """
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(1 for m in messages if isinstance(m, ModelResponse))
+        assert len(messages) == 2 * done + 1, f"model saw {len(messages)} messages at step {done}"
+        if done > 0:
+            last = messages[-1]
+            assert isinstance(last, ModelRequest)
+            returned = [p for p in last.parts if isinstance(p, ToolReturnPart)]
+            assert returned, "the previous step's tool result is missing"
+        if done < steps:
+            return ModelResponse(
+                parts=[ToolCallPart(id=f"s{done}", name="step", arguments={"n": done})]
+            )
+        if then_deploy and done == steps:
+            return ModelResponse(
+                parts=[ToolCallPart(id="deploy_1", name="deploy", arguments={"env": "prod"})]
+            )
+        return ModelResponse(parts=[TextPart(text=f"done after {done} steps")])
+
+    return FunctionModel(respond)
+
+
+def long_agent(
+    name: str, steps: int, *, then_deploy: bool = False, clear_cache_at: int = -1
+) -> Any:
+    async def step(n: int) -> str:
+        if n == clear_cache_at:
+            history_cache._entries.clear()  # forces the next model request to read history back
+        return f"step {n} ok"
+
+    async def deploy(env: str) -> str:
+        return f"deployed to {env}"
+
+    builder = (
+        AgentBuilder(stepping_model(steps, then_deploy=then_deploy))
+        .name(name)
+        .tools([step, deploy])
+        .approval_required_tools(["deploy"])
+        .usage_limits(UsageLimits(request_limit=None))
+    )
+    return builder.build()
+
+
+@pytest.fixture(scope="module")
+async def small_history_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[DevServer]:
+    """A dev server that suggests continue-as-new after 60 history events."""
+    directory: Path = tmp_path_factory.mktemp("can")
+    server = DevServer(
+        directory / "can.db",
+        port=free_port(),
+        ui_port=None,
+        dynamic_config={"limit.historyCount.suggestContinueAsNew": "60"},
+    )
+    await server.start()
+    yield server
+    server.stop()
+
+
+async def test_continue_as_new_keeps_queries_approvals_and_history(
+    small_history_server: DevServer,
+) -> None:
+    name = unique("can")
+    registry.register(
+        long_agent(name, 12, then_deploy=True, clear_cache_at=9),
+        AgentActivityConfig(model_request=FAST, tool_call=FAST),
+    )
+    client = await connect(small_history_server.address)
+    misses = history_cache.misses
+    async with new_worker(client) as worker:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=name, prompt="work"),
+            id=unique("can"),
+            task_queue=worker.task_queue,
+        )
+        first_run = (await handle.describe()).run_id
+        view = await wait_for_status(handle, "waiting", timeout=60)
+        assert view.continued_as_new >= 2
+        assert [p.tool_call_id for p in view.pending_approvals] == ["deploy_1"]
+        assert view.run_step == 13
+        evidence = await handle.query(AgentWorkflow.checkpoints)
+        assert view.checkpoint_count > len(evidence)
+        latest = await handle.query(AgentWorkflow.latest_checkpoint)
+        assert latest is not None
+        assert latest.resume.cursor.message_cursor == 26
+        assert latest.state.history_offset > 0
+        # The update goes to the latest run of the same workflow id.
+        await handle.execute_update(
+            AgentWorkflow.submit_approval, ApprovalSignal(tool_call_id="deploy_1", approved=True)
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+        current_run = (await handle.describe()).run_id
+    assert result.output == "done after 13 steps"
+    assert result.run_step == 14
+    assert result.usage.tool_calls == 13
+    assert current_run != first_run
+    # Clearing the cache at step 9 made one request read the history back across runs.
+    assert history_cache.misses == misses + 1
+
+
+async def test_continue_as_new_after_configured_steps(client: Client) -> None:
+    name = unique("steps")
+    registry.register(
+        long_agent(name, 30),
+        AgentActivityConfig(model_request=FAST, tool_call=FAST, continue_as_new_after_steps=10),
+    )
+    async with new_worker(client) as worker:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=name, prompt="work"),
+            id=unique("steps"),
+            task_queue=worker.task_queue,
+        )
+        result = await asyncio.wait_for(handle.result(), 120)
+        view = await handle.query(AgentWorkflow.status)
+    assert result.output == "done after 30 steps"
+    assert view.continued_as_new == 3
+    # 5 boundaries per tool step, plus run_start, the final model turn and completion.
+    assert view.checkpoint_count == 1 + 5 * 30 + 3 + 2
+
+
+async def test_five_hundred_tool_calls_in_one_response_with_bounded_fan_out(client: Client) -> None:
+    name = unique("fanout")
+    in_flight = 0
+    peak = 0
+
+    async def work(n: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return n
+
+    calls = [call("work", f"w{i}", n=i) for i in range(500)]
+    model = TestModel.with_responses([tool_response(*calls), text_response("all 500 done")])
+    registry.register(
+        AgentBuilder(model).name(name).tool(work).build(),
+        AgentActivityConfig(tool_call=FAST, max_concurrent_tool_activities=8),
+    )
+    async with new_worker(client) as worker:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=name, prompt="fan out"),
+            id=unique("fanout"),
+            task_queue=worker.task_queue,
+        )
+        result = await asyncio.wait_for(handle.result(), 240)
+    assert result.output == "all 500 done"
+    assert result.usage.tool_calls == 500
+    assert 1 < peak <= 8
+
+
+@pytest.mark.parametrize("mode", ["truncate", "fail"])
+async def test_oversized_tool_result(client: Client, mode: str) -> None:
+    name = unique("big")
+
+    def dump() -> str:
+        return "x" * 50_000
+
+    model = TestModel.with_responses([tool_response(call("dump", "big_1")), text_response("ok")])
+    registry.register(
+        AgentBuilder(model).name(name).tool(dump).build(),
+        AgentActivityConfig(
+            tool_call=FAST, max_tool_result_bytes=10_000, oversized_tool_result=mode
+        ),  # type: ignore[arg-type]
+    )
+    async with new_worker(client) as worker:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=name, prompt="dump"),
+            id=unique("big"),
+            task_queue=worker.task_queue,
+        )
+        if mode == "truncate":
+            result = await asyncio.wait_for(handle.result(), 30)
+            latest = await handle.query(AgentWorkflow.latest_checkpoint)
+            assert result.output == "ok"
+            assert latest is not None
+            part = latest.state.message_history[2].parts[0]
+            assert len(part.content) < 10_000
+            assert "[truncated by durable-agent: the tool returned 50000 bytes" in part.content
+            return
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 30)
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "tool_result_too_large"
+    assert "tool 'dump' (call big_1) returned 50000 bytes, over max_tool_result_bytes=10000" in (
+        cause.message
+    )
