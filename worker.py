@@ -28,6 +28,7 @@ from activities.registry import AgentRegistry, registry
 from durable_agent import Agent
 from durable_agent.logs import configure_logging
 from workflows import DEFAULT_TASK_QUEUE, DurableAgentPlugin
+from workflows.encryption import EncryptionCodec, EncryptionError
 from workflows.search_attributes import ensure_search_attributes
 
 log = structlog.get_logger("durable_agent.worker")
@@ -73,16 +74,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def plugin() -> DurableAgentPlugin:
     """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see workflows.encryption)."""
-    if not os.environ.get("DURABLE_AGENT_ENCRYPTION_KEYS"):
-        return DurableAgentPlugin()
-    from workflows.encryption import EncryptionCodec, EncryptionError
-
     try:
-        codec = EncryptionCodec.from_env()
+        built = DurableAgentPlugin.from_env()
     except EncryptionError as error:
         raise SystemExit(str(error)) from None
-    log.info("payload encryption on", active_key=codec.active, key_ids=codec.key_ids)
-    return DurableAgentPlugin(codec=codec)
+    codec = built.codec
+    if isinstance(codec, EncryptionCodec):
+        log.info("payload encryption on", active_key=codec.active, key_ids=codec.key_ids)
+    return built
 
 
 async def run_worker(
@@ -166,7 +165,12 @@ async def amain(args: argparse.Namespace) -> int:
     if args.dev:
         from workflows.devserver import DevServer
 
-        server = DevServer(args.db, ui_port=args.ui_port, namespace=namespace)
+        server = DevServer(
+            args.db,
+            ui_port=args.ui_port,
+            namespace=namespace,
+            ui_codec_endpoint=os.environ.get("DURABLE_AGENT_CODEC_ENDPOINT"),
+        )
         address = server.address
         log.info("starting the Temporal dev server", db=str(server.db_file), ui=server.ui_url)
         await server.start()

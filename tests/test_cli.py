@@ -264,7 +264,7 @@ async def test_approve_with_overridden_arguments(client: Client, cli: Cli) -> No
     assert outcome.json() == {
         "accepted": True,
         "message": "tool call 'd1' approved",
-        "status": "waiting",  # the run moves on after the update has answered
+        "status": "running",  # the last missing decision: the run goes on
     }
     assert log.calls == [("deploy", {"env": "staging"})]
 

@@ -240,3 +240,44 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
     assert "tool 'dump' (call big_1) returned 50000 bytes, over max_tool_result_bytes=10000" in (
         cause.message
     )
+
+
+async def test_five_thousand_step_run(client: Client) -> None:
+    """The issue's bar: a 5,000-step agent run completes through continue-as-new."""
+    steps = 5000
+    name = unique("marathon")
+
+    async def step(n: int) -> str:
+        return f"step {n} ok"
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(1 for m in messages if isinstance(m, ModelResponse))
+        assert len(messages) == 2 * done + 1, f"model saw {len(messages)} messages at step {done}"
+        if done < steps:
+            return ModelResponse(
+                parts=[ToolCallPart(id=f"s{done}", name="step", arguments={"n": done})]
+            )
+        return ModelResponse(parts=[TextPart(text=f"done after {done} steps")])
+
+    agent = (
+        AgentBuilder(FunctionModel(respond))
+        .name(name)
+        .tool(step)
+        .usage_limits(UsageLimits(request_limit=None))
+        .build()
+    )
+    registry.register(agent, AgentActivityConfig(model_request=FAST, tool_call=FAST))
+    async with new_worker(client, max_concurrent_activities=8) as worker:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=name, prompt="a long job"),
+            id=unique("marathon"),
+            task_queue=worker.task_queue,
+        )
+        result = await asyncio.wait_for(handle.result(), 1500)
+        view = await handle.query(AgentWorkflow.status)
+    assert result.output == f"done after {steps} steps"
+    assert result.run_step == steps + 1
+    assert result.usage.tool_calls == steps
+    assert view.continued_as_new >= 1
+    assert view.checkpoint_count == 1 + 5 * steps + 3 + 2

@@ -221,6 +221,7 @@ class AgentWorkflow:
         try:
             return registry.get(input.agent)
         except AgentError as error:
+            self.error = f"{error.kind}: {error.message}"
             raise _fail(error.kind, error.message) from None
 
     def _loop(
@@ -268,6 +269,8 @@ class AgentWorkflow:
     # -- visibility ------------------------------------------------------------------------
 
     def _status(self) -> str:
+        if self.error is not None:
+            return RunStatus.FAILED.value
         if self.state is None:
             return RunStatus.STARTING.value
         if self.executor.is_suspended:
@@ -443,8 +446,21 @@ class AgentWorkflow:
         )
         self._publish()
 
-    def _accepted(self, message: str) -> UpdateAccepted:
-        return UpdateAccepted(message=message, status=self._status())
+    def _accepted(self, message: str, *, resumes: bool = False) -> UpdateAccepted:
+        """`status` is what the run does next: an accepted resume, or the last missing
+        decision, sets it running again."""
+        status = self._status()
+        if status == RunStatus.WAITING.value and (
+            resumes
+            or (
+                self.state is not None
+                and self.state.status is RunStatus.WAITING
+                and not self.executor.is_suspended
+                and self._all_decided()
+            )
+        ):
+            status = RunStatus.RUNNING.value
+        return UpdateAccepted(message=message, status=status)
 
     @workflow.signal
     def approval(self, signal: ApprovalSignal) -> None:
@@ -495,7 +511,7 @@ class AgentWorkflow:
     @workflow.update
     def resume_run(self, request: ResumeSignal) -> UpdateAccepted:
         self.executor.request_resume()
-        return self._accepted("run resumed")
+        return self._accepted("run resumed", resumes=True)
 
     @resume_run.validator
     def _validate_resume(self, request: ResumeSignal) -> None:

@@ -56,6 +56,7 @@ from durable_agent import AgentExecutionNode, AgentResumeEvidence, RunStatus, Us
 
 from . import DEFAULT_TASK_QUEUE
 from .agent_workflow import AgentWorkflow
+from .encryption import EncryptionError
 from .inputs import (
     AgentStatusView,
     AgentWorkflowInput,
@@ -272,8 +273,12 @@ def _positive_int(text: str) -> int:
 
 async def _connect(args: argparse.Namespace) -> Client:
     try:
+        plugin = DurableAgentPlugin.from_env()
+    except EncryptionError as error:
+        raise CliError(EXIT_REJECTED, str(error)) from None
+    try:
         return await asyncio.wait_for(
-            Client.connect(args.address, namespace=args.namespace, plugins=[DurableAgentPlugin()]),
+            Client.connect(args.address, namespace=args.namespace, plugins=[plugin]),
             args.timeout,
         )
     except (RuntimeError, ValueError, TimeoutError, RPCError) as error:

@@ -49,13 +49,17 @@ class DevServer:
         namespace: str = "default",
         dynamic_config: dict[str, str] | None = None,
         log_file: str | os.PathLike[str] | None = None,
+        ui_codec_endpoint: str | None = None,
     ) -> None:
+        """`ui_codec_endpoint` points the Web UI at a codec server (see
+        `workflows.codec_server`) so it can show encrypted payloads decrypted."""
         self.db_file = Path(db_file)
         self.port = port
         self.ui_port = ui_port
         self.namespace = namespace
         self.dynamic_config = dynamic_config or {}
         self.log_file = Path(log_file) if log_file else self.db_file.with_suffix(".log")
+        self.ui_codec_endpoint = ui_codec_endpoint
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -83,6 +87,8 @@ class DevServer:
             "warn",
         ]
         args += ["--ui-port", str(self.ui_port)] if self.ui_port else ["--headless"]
+        if self.ui_port and self.ui_codec_endpoint:
+            args += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         for name, kind in SEARCH_ATTRIBUTE_FLAGS.items():
             args += ["--search-attribute", f"{name}={kind}"]
         for key, value in self.dynamic_config.items():

@@ -9,15 +9,14 @@ workflow ids, workflow/activity type names, task queues, timestamps and the sear
 attributes `AgentName`, `AgentStatus` and `PendingApprovals` (they are indexed for
 filtering, and hold no conversation content).
 
-Turn it on by setting the keys for the worker and every client (the CLI, your code):
+Turn it on by giving the worker and every client that reads or writes runs the same keys
+(a client without them sees `Unknown payload encoding binary/encrypted`):
 
     python -m workflows.encryption generate-key          # prints e.g. k20250601-3fa2:BASE64
     export DURABLE_AGENT_ENCRYPTION_KEYS='k20250601-3fa2:BASE64'
     python worker.py
 
-    client = await Client.connect(
-        address, plugins=[DurableAgentPlugin(codec=EncryptionCodec.from_env())]
-    )
+    client = await Client.connect(address, plugins=[DurableAgentPlugin(codec=codec_from_env())])
 
 `DURABLE_AGENT_ENCRYPTION_KEYS` is a comma-separated list of `id:base64key` entries of
 32-byte AES-256 keys. The first entry encrypts; every entry decrypts. To rotate, generate a
@@ -27,7 +26,8 @@ Plaintext payloads pass through decoding untouched, so switching encryption on d
 break runs started before it.
 
 To read payloads in the Web UI or the `temporal` CLI, run the codec server
-(`workflows.codec_server`) with the same keys.
+(`workflows.codec_server`) with the same keys. Replaying a downloaded history needs the
+codec too: `Replayer(workflows=[], plugins=[DurableAgentPlugin(codec=...)])`.
 
 Each payload is AES-256-GCM encrypted as a whole serialized `Payload` (metadata included,
 so even its encoding is hidden) with a fresh 96-bit random nonce; the key id is the
@@ -45,17 +45,13 @@ import secrets
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-try:
-    from cryptography.exceptions import InvalidTag
+if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-except ImportError as error:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        "payload encryption needs the `cryptography` package: pip install 'durable-agent[crypto]'"
-    ) from error
 
 __all__ = [
     "ENCODING",
@@ -63,6 +59,7 @@ __all__ = [
     "KEY_ID_METADATA",
     "EncryptionCodec",
     "EncryptionError",
+    "codec_from_env",
     "generate_key",
     "parse_keys",
 ]
@@ -81,6 +78,18 @@ class EncryptionError(Exception):
 
     Messages name key ids and the env var to fix, never key material.
     """
+
+
+def _aesgcm() -> type[AESGCM]:
+    """`cryptography` is an optional extra: only processes that encrypt need it."""
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError as error:  # pragma: no cover - depends on the installation
+        raise EncryptionError(
+            f"{ENV_VAR} is set but the `cryptography` package is missing: "
+            "pip install 'durable-agent[crypto]'"
+        ) from error
+    return AESGCM
 
 
 def parse_keys(spec: str) -> tuple[dict[str, bytes], str]:
@@ -133,7 +142,7 @@ def generate_key(key_id: str | None = None) -> str:
     key_id = key_id or f"k{time.strftime('%Y%m%d', time.gmtime())}-{secrets.token_hex(2)}"
     if not _KEY_ID.match(key_id):
         raise EncryptionError(f"key id {key_id!r} must be 1-64 letters, digits, '.', '_' or '-'")
-    return f"{key_id}:{base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
+    return f"{key_id}:{base64.b64encode(_aesgcm().generate_key(bit_length=256)).decode()}"
 
 
 class EncryptionCodec(PayloadCodec):
@@ -147,7 +156,8 @@ class EncryptionCodec(PayloadCodec):
                 raise EncryptionError(
                     f"key {key_id!r} is {len(key)} bytes; AES-256 needs {KEY_BYTES}"
                 )
-        self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        aesgcm = _aesgcm()
+        self._ciphers = {key_id: aesgcm(key) for key_id, key in keys.items()}
         self.active = active
 
     @classmethod
@@ -193,6 +203,8 @@ class EncryptionCodec(PayloadCodec):
                 f"(it has {', '.join(repr(k) for k in self._ciphers)}); add that key to "
                 f"{ENV_VAR} (after the active one)"
             )
+        from cryptography.exceptions import InvalidTag
+
         data = payload.data
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode())
@@ -211,6 +223,17 @@ class EncryptionCodec(PayloadCodec):
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.decrypt(p) for p in payloads]
+
+
+def codec_from_env(environ: Mapping[str, str] = os.environ) -> EncryptionCodec | None:
+    """The codec when `DURABLE_AGENT_ENCRYPTION_KEYS` is set, else None (no encryption).
+
+    Every process that talks to the namespace (worker, CLI, your clients) should build its
+    plugin as `DurableAgentPlugin(codec=codec_from_env())`, so they agree on the keys.
+    """
+    if not environ.get(ENV_VAR, "").strip():
+        return None
+    return EncryptionCodec.from_env(environ)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,3 +58,12 @@ class DurableAgentPlugin(SimplePlugin):
                 )
             ),
         )
+        self.codec = codec
+
+    @classmethod
+    def from_env(cls) -> DurableAgentPlugin:
+        """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set; raises
+        `workflows.encryption.EncryptionError` when the keys there are malformed."""
+        from .encryption import codec_from_env
+
+        return cls(codec=codec_from_env())
