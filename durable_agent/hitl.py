@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
 from ._fields import WIRE_CONFIG, omit_empty, omit_none
+from .messages import ToolCall
 
 __all__ = [
     "DeferredToolCall",
+    "PendingCall",
     "DeferredToolResult",
     "PendingToolApproval",
     "ToolApprovalDecision",
@@ -60,8 +62,8 @@ class DeferredToolResult(BaseModel):
         super().__init__(status=status, response=response, **data)
 
 
-class PendingToolApproval(BaseModel):
-    """A call that may not run until a person approves it."""
+class PendingCall(BaseModel):
+    """A tool call held until something outside the run answers it."""
 
     model_config = WIRE_CONFIG
     tool_call_id: str
@@ -69,16 +71,27 @@ class PendingToolApproval(BaseModel):
     arguments: Any = Field(default_factory=dict)
     reason: str | None = omit_none()
     metadata: dict[str, Any] = omit_empty(factory=dict)
+
+    @classmethod
+    def for_call(
+        cls, call: ToolCall, reason: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> Self:
+        return cls(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            reason=reason,
+            metadata=metadata or {},
+        )
+
+
+class PendingToolApproval(PendingCall):
+    """A call that may not run until a person approves it."""
+
     decision: ToolApprovalDecision | None = omit_none()
 
 
-class DeferredToolCall(BaseModel):
+class DeferredToolCall(PendingCall):
     """A call whose result arrives later through `resume_after_hitl(deferred_results=...)`."""
 
-    model_config = WIRE_CONFIG
-    tool_call_id: str
-    tool_name: str
-    arguments: Any = Field(default_factory=dict)
-    reason: str | None = omit_none()
-    metadata: dict[str, Any] = omit_empty(factory=dict)
     result: DeferredToolResult | None = omit_none()

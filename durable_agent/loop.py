@@ -404,9 +404,7 @@ class AgentLoop:
             elif agent.needs_approval(call.name):
                 state.pending_approval_tool_returns = [
                     *state.pending_approval_tool_returns,
-                    PendingToolApproval(
-                        tool_call_id=call.id, tool_name=call.name, arguments=call.arguments
-                    ),
+                    PendingToolApproval.for_call(call),
                 ]
                 continue
             decision = approval.decision if approval is not None else None
@@ -451,25 +449,13 @@ class AgentLoop:
         if outcome.kind == "approval_required":
             state.pending_approval_tool_returns = [
                 *state.pending_approval_tool_returns,
-                PendingToolApproval(
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    arguments=call.arguments,
-                    reason=outcome.reason,
-                    metadata=outcome.metadata,
-                ),
+                PendingToolApproval.for_call(call, outcome.reason, outcome.metadata),
             ]
             return
         if outcome.kind == "deferred":
             state.deferred_tool_returns = [
                 *state.deferred_tool_returns,
-                DeferredToolCall(
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    arguments=call.arguments,
-                    reason=outcome.reason,
-                    metadata=outcome.metadata,
-                ),
+                DeferredToolCall.for_call(call, outcome.reason, outcome.metadata),
             ]
             return
         tool_return = outcome.tool_return
