@@ -242,6 +242,7 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
     )
 
 
+@pytest.mark.timeout(1800)
 async def test_five_thousand_step_run(client: Client) -> None:
     """The issue's bar: a 5,000-step agent run completes through continue-as-new."""
     steps = 5000
