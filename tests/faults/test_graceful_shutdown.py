@@ -1,0 +1,43 @@
+"""SIGTERM (a rolling deploy, `docker stop`, Ctrl-C): README and worker.py promise that the
+worker "lets in-flight tasks finish, then exits". A tool call in flight must finish on the
+worker that started it, not be cut off and run again elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+
+from workflows.devserver import DevServer
+
+from .agents import STEPS_OUTPUT
+from .support import Faults
+
+
+async def test_sigterm_lets_an_in_flight_tool_call_finish(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    async with Faults(dev_server.address, tmp_path, "sigterm") as faults:
+        first = await faults.start_worker()
+        handle = await faults.start_run("fault-steps", "fetch alpha and beta")
+        faults.block_tool(handle.id, "call_fetch_1")
+        await faults.wait_for_line("tool_blocked", handle.id)
+
+        first.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(1)  # the tool is still working when it is told to stop
+        faults.release(handle.id)
+        first.process.wait(20)
+
+        # Whatever happened, a second worker finishes the run (so the test always ends).
+        await faults.start_worker()
+        result = await faults.result(handle)
+        assert result.output == STEPS_OUTPUT
+
+        started = [r[2] for r in faults.lines("tool_started", handle.id) if r[1] == "call_fetch_1"]
+        finished = [
+            r[2] for r in faults.lines("tool_finished", handle.id) if r[1] == "call_fetch_1"
+        ]
+        print(f"call_fetch_1 started attempts {started}, finished attempts {finished}")
+        # The attempt in flight at SIGTERM finished on the first worker and was not re-run.
+        assert finished == ["1"], f"in-flight tool call was cut off by SIGTERM; see {first.log}"
+        assert started == ["1"]
