@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 
 import structlog
 from temporalio.client import Client
@@ -69,6 +70,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db", default=".temporal/dev.db", help="dev server SQLite file (--dev)")
     parser.add_argument("--ui-port", type=int, default=8233, help="dev server Web UI port (--dev)")
     parser.add_argument("--no-demo", action="store_true", help="with --dev, start no example run")
+    parser.add_argument(
+        "--graceful-shutdown-seconds",
+        type=float,
+        default=float(os.environ.get("DURABLE_AGENT_GRACEFUL_SHUTDOWN_SECONDS", "30")),
+        help="on Ctrl-C/SIGTERM, how long in-flight activities may finish (default 30)",
+    )
     return parser.parse_args(argv)
 
 
@@ -91,7 +98,10 @@ async def run_worker(
     *,
     stop: asyncio.Event,
     ready: asyncio.Event | None = None,
+    graceful_shutdown_seconds: float = 30.0,
 ) -> None:
+    """On `stop`, in-flight activities get `graceful_shutdown_seconds` to finish before they
+    are cancelled (a cancelled tool call is retried on another worker)."""
     try:
         client = await Client.connect(address, namespace=namespace, plugins=[plugin()])
     except RuntimeError as error:
@@ -110,7 +120,11 @@ async def run_worker(
             "PendingApprovals; create them on the server, or workflows will fail their tasks",
             error=str(error),
         )
-    async with Worker(client, task_queue=task_queue):
+    async with Worker(
+        client,
+        task_queue=task_queue,
+        graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_seconds),
+    ):
         log.info(
             "worker started",
             address=address,
@@ -181,7 +195,14 @@ async def amain(args: argparse.Namespace) -> int:
     try:
         ready = asyncio.Event()
         worker = asyncio.create_task(
-            run_worker(address, namespace, task_queue, stop=stop, ready=ready)
+            run_worker(
+                address,
+                namespace,
+                task_queue,
+                stop=stop,
+                ready=ready,
+                graceful_shutdown_seconds=args.graceful_shutdown_seconds,
+            )
         )
         if args.dev and not args.no_demo:
             await ready.wait()
@@ -199,4 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    # The SDK's native threads can abort interpreter finalization after a clean shutdown
+    # (temporalio/sdk-python#300); leave without it so supervisors see the real exit code.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -55,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["AgentWorkflow"]
 
 APPROVAL_EXPIRED = "approval expired"
+SignalT = TypeVar("SignalT", bound=BaseModel)
 
 
 def _fail(kind: str, message: str) -> ApplicationError:
@@ -210,19 +215,24 @@ class AgentWorkflow:
         self.executor.pause_reason = continuation.pause_reason
 
     def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
+        problem: tuple[str, str] | None = None
         if not input.prompt.strip():
-            raise _fail("invalid_input", "the prompt is empty; send the task for the agent")
-        if len(input.prompt) > MAX_PROMPT_CHARS:
-            raise _fail(
+            problem = ("invalid_input", "the prompt is empty; send the task for the agent")
+        elif len(input.prompt) > MAX_PROMPT_CHARS:
+            problem = (
                 "invalid_input",
                 f"the prompt has {len(input.prompt)} characters, more than the "
                 f"{MAX_PROMPT_CHARS} allowed; send large documents through a tool instead",
             )
-        try:
-            return registry.get(input.agent)
-        except AgentError as error:
-            self.error = f"{error.kind}: {error.message}"
-            raise _fail(error.kind, error.message) from None
+        else:
+            try:
+                return registry.get(input.agent)
+            except AgentError as error:
+                problem = (error.kind, error.message)
+        kind, message = problem
+        self.error = f"{kind}: {message}"
+        self._publish()
+        raise _fail(kind, message)
 
     def _loop(
         self,
@@ -286,7 +296,7 @@ class AgentWorkflow:
                 tool_name=a.tool_name,
                 arguments=a.arguments,
                 reason=a.reason,
-                decided=a.tool_call_id in self.decisions,
+                decided=a.decision is not None or a.tool_call_id in self.decisions,
             )
             for a in self.state.pending_approval_tool_returns
         ]
@@ -462,8 +472,39 @@ class AgentWorkflow:
             status = RunStatus.RUNNING.value
         return UpdateAccepted(message=message, status=status)
 
+    def _signal_input(
+        self, model: type[SignalT], name: str, inputs: tuple[Any, ...], *, optional: bool = False
+    ) -> SignalT | None:
+        """Signals cannot be refused, so a malformed one is logged and dropped here; raising
+        would fail the workflow task over and over."""
+        if not inputs and optional:
+            return model()
+        if len(inputs) != 1 or (inputs[0] is None and not optional):
+            workflow.logger.warning(
+                "%s signal ignored: expected one JSON object as input, got %d input(s)",
+                name,
+                len(inputs),
+            )
+            return None
+        try:
+            return model.model_validate(inputs[0] if inputs[0] is not None else {})
+        except ValidationError as error:
+            workflow.logger.warning("%s signal ignored: malformed input: %s", name, error)
+            return None
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        workflow.logger.warning(
+            "unknown signal %r ignored; this workflow accepts: approval, deferred_result, "
+            "resume, suspend",
+            name,
+        )
+
     @workflow.signal
-    def approval(self, signal: ApprovalSignal) -> None:
+    def approval(self, *inputs: Any) -> None:
+        signal = self._signal_input(ApprovalSignal, "approval", inputs)
+        if signal is None:
+            return
         problem = self._approval_problem(signal.tool_call_id)
         if problem:
             workflow.logger.warning("approval signal ignored: %s", problem)
@@ -483,7 +524,10 @@ class AgentWorkflow:
             raise ApplicationError(problem, type="invalid_approval", non_retryable=True)
 
     @workflow.signal
-    def deferred_result(self, signal: DeferredResultSignal) -> None:
+    def deferred_result(self, *inputs: Any) -> None:
+        signal = self._signal_input(DeferredResultSignal, "deferred_result", inputs)
+        if signal is None:
+            return
         problem = self._deferred_problem(signal.tool_call_id)
         if problem:
             workflow.logger.warning("deferred_result signal ignored: %s", problem)
@@ -502,7 +546,9 @@ class AgentWorkflow:
             raise ApplicationError(problem, type="invalid_deferred_result", non_retryable=True)
 
     @workflow.signal
-    def resume(self, signal: ResumeSignal) -> None:
+    def resume(self, *inputs: Any) -> None:
+        if self._signal_input(ResumeSignal, "resume", inputs, optional=True) is None:
+            return
         if not self.executor.request_resume():
             workflow.logger.warning(
                 "resume signal ignored: run is %s, not suspended", self._status()
@@ -524,7 +570,10 @@ class AgentWorkflow:
             )
 
     @workflow.signal
-    def suspend(self, signal: SuspendSignal) -> None:
+    def suspend(self, *inputs: Any) -> None:
+        signal = self._signal_input(SuspendSignal, "suspend", inputs)
+        if signal is None:
+            return
         if self.state is not None and self.state.status in (
             RunStatus.COMPLETED,
             RunStatus.FAILED,
