@@ -1,6 +1,6 @@
 """Bad input gets a clear error and changes nothing (issue 6, item 3).
 
-One test per row of `docs/bad-input.md`, against the real dev server. Each test asserts the
+One test per row of the README's bad-input table, against the real dev server. Each test asserts the
 exact error the sender sees and that nothing changed: a rejected update adds no history
 event, the run's status and pending approvals stay as they were, and no tool ran.
 """
