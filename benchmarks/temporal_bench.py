@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import logging
 import os
 import platform
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowHandle, WorkflowHistory
     from temporalio.worker import Replayer, Worker
 
+    from activities.history_cache import history_cache
     from activities.registry import registry
     from durable_agent import (
         AgentBuilder,
@@ -169,7 +172,7 @@ class BareAgentWorkflow:
         return BareStatus(waiting=self._waiting, step=self._step)
 
 
-BARE_ACTIVITIES = [bare_model_call, bare_tool_call]
+BARE_ACTIVITIES: list[Callable[..., Any]] = [bare_model_call, bare_tool_call]
 
 # -- A: the agent -------------------------------------------------------------------------
 
@@ -232,6 +235,35 @@ class HistoryStats:
     activity_queue_ns: int
     activity_run_ns: int
     span_ns: int
+    """First to last event, summed over the runs of a continue-as-new chain."""
+    runs: int = 1
+    """Workflow runs: more than one when the workflow continued as new."""
+    max_run_bytes: int = 0
+    """The largest single run's history, which is what Temporal's limits apply to."""
+
+    @classmethod
+    def of_chain(cls, histories: Sequence[WorkflowHistory]) -> HistoryStats:
+        parts = [cls.of(h.events) for h in histories]
+        categories: dict[str, Category] = {}
+        for part in parts:
+            for name, c in part.categories.items():
+                total = categories.setdefault(name, Category())
+                total.count += c.count
+                total.event_bytes += c.event_bytes
+                total.payload_bytes += c.payload_bytes
+        return cls(
+            events=sum(p.events for p in parts),
+            bytes=sum(p.bytes for p in parts),
+            categories=categories,
+            workflow_tasks=sum(p.workflow_tasks for p in parts),
+            wft_queue_ns=sum(p.wft_queue_ns for p in parts),
+            wft_run_ns=sum(p.wft_run_ns for p in parts),
+            activity_queue_ns=sum(p.activity_queue_ns for p in parts),
+            activity_run_ns=sum(p.activity_run_ns for p in parts),
+            span_ns=sum(p.span_ns for p in parts),
+            runs=len(parts),
+            max_run_bytes=max(p.bytes for p in parts),
+        )
 
     @classmethod
     def of(cls, events: Sequence[HistoryEvent]) -> HistoryStats:
@@ -260,6 +292,9 @@ class HistoryStats:
                 payload += event.workflow_execution_started_event_attributes.input.ByteSize()
             elif event.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
                 payload += event.workflow_execution_completed_event_attributes.result.ByteSize()
+            elif event.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                attrs_can = event.workflow_execution_continued_as_new_event_attributes
+                payload += attrs_can.input.ByteSize()
             elif event.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 payload += event.workflow_execution_signaled_event_attributes.input.ByteSize()
             elif event.event_type == E.EVENT_TYPE_WORKFLOW_TASK_STARTED:
@@ -273,9 +308,10 @@ class HistoryStats:
             category.count += 1
             category.event_bytes += event.ByteSize()
             category.payload_bytes += payload
+        size = History(events=events).ByteSize()
         return cls(
             events=len(events),
-            bytes=History(events=events).ByteSize(),
+            bytes=size,
             categories=categories,
             workflow_tasks=workflow_tasks,
             wft_queue_ns=wft_queue,
@@ -283,7 +319,34 @@ class HistoryStats:
             activity_queue_ns=act_queue,
             activity_run_ns=act_run,
             span_ns=_ns(events[-1]) - _ns(events[0]),
+            max_run_bytes=size,
         )
+
+
+def _leaf_bytes(value: Any, key: str, out: Counter[str]) -> None:
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _leaf_bytes(item, name, out)
+    elif isinstance(value, list):
+        for item in value:
+            _leaf_bytes(item, key, out)
+    else:
+        out[key] += len(json.dumps({key: value}, separators=(",", ":"))) - 2
+
+
+def payload_key_bytes(events: Sequence[HistoryEvent]) -> Counter[str]:
+    """JSON bytes of activity inputs and results by leaf key (`"key":value`), summed."""
+    out: Counter[str] = Counter()
+    for event in events:
+        if event.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+        elif event.event_type == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            payloads = event.activity_task_completed_event_attributes.result.payloads
+        else:
+            continue
+        for payload in payloads:
+            _leaf_bytes(json.loads(payload.data), "(value)", out)
+    return out
 
 
 def resume_latencies(events: Sequence[HistoryEvent], activity_type: str) -> list[float]:
@@ -310,17 +373,38 @@ def resume_latencies(events: Sequence[HistoryEvent], activity_type: str) -> list
 @dataclasses.dataclass
 class Run:
     wall: float
-    history: WorkflowHistory
+    worker_cpu: float
+    """CPU seconds of this process (worker, client, Temporal core threads) during the run."""
+    server_cpu: float | None
+    """CPU seconds of the dev server process during the run (Linux only)."""
+    histories: list[WorkflowHistory]
+    """One per workflow run, in order (several after continue-as-new)."""
     stats: HistoryStats
+
+    @property
+    def events(self) -> list[HistoryEvent]:
+        return [e for h in self.histories for e in h.events]
+
+
+def process_cpu(pid: int | None) -> float | None:
+    """User + system CPU seconds of another process, from /proc (None elsewhere)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 Handle = WorkflowHandle[Any, Any]
 
 
 class Bench:
-    def __init__(self, client: Client, task_queue: str) -> None:
+    def __init__(self, client: Client, task_queue: str, server_pid: int | None) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.server_pid = server_pid
 
     def _id(self, kind: str, steps: int) -> str:
         return f"bench-{kind}-{steps}-{uuid.uuid4().hex[:10]}"
@@ -348,68 +432,115 @@ class Bench:
         return handle
 
     async def timed(self, start: Callable[[int], Awaitable[Handle]], steps: int) -> Run:
+        server_before = process_cpu(self.server_pid)
+        cpu_before = time.process_time()
         began = time.perf_counter()
         handle = await start(steps)
         await handle.result()
         wall = time.perf_counter() - began
-        history = await handle.fetch_history()
-        return Run(wall, history, HistoryStats.of(history.events))
+        worker_cpu = time.process_time() - cpu_before
+        server_after = process_cpu(self.server_pid)
+        server_cpu = (
+            server_after - server_before
+            if server_before is not None and server_after is not None
+            else None
+        )
+        histories = await self.chain(handle)
+        return Run(wall, worker_cpu, server_cpu, histories, HistoryStats.of_chain(histories))
+
+    async def chain(self, handle: Handle) -> list[WorkflowHistory]:
+        """The histories of every run the workflow went through, following continue-as-new."""
+        histories: list[WorkflowHistory] = []
+        run_id = handle.first_execution_run_id or handle.run_id
+        while True:
+            run = self.client.get_workflow_handle(handle.id, run_id=run_id)
+            history = await run.fetch_history()
+            histories.append(history)
+            last = history.events[-1]
+            if last.event_type != E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                return histories
+            run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
     async def throughput(
         self, start: Callable[[int], Awaitable[Handle]], runs: int, steps: int
-    ) -> float:
+    ) -> Batch:
+        server_before = process_cpu(self.server_pid)
+        cpu_before = time.process_time()
         began = time.perf_counter()
         handles = await asyncio.gather(*(start(steps) for _ in range(runs)))
         await asyncio.gather(*(h.result() for h in handles))
-        return time.perf_counter() - began
+        wall = time.perf_counter() - began
+        worker_cpu = time.process_time() - cpu_before
+        server_after = process_cpu(self.server_pid)
+        histories = [h for handle in handles for h in await self.chain(handle)]
+        return Batch(
+            wall=wall,
+            worker_cpu=worker_cpu,
+            server_cpu=server_after - server_before
+            if server_before is not None and server_after is not None
+            else None,
+            workflow_tasks=sum(
+                1
+                for h in histories
+                for e in h.events
+                if e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+            ),
+            bytes=sum(History(events=h.events).ByteSize() for h in histories),
+        )
 
     async def resume_a(self, steps: int) -> list[float]:
         handle = await self.start_a(steps, suspend=True)
         for step in range(steps + 1):
-            await _poll(
-                lambda: handle.query(AgentWorkflow.status),
-                lambda v, s=step: v.status == "waiting" and v.run_step == s,
-            )
+
+            async def suspended(step: int = step) -> bool:
+                view = await handle.query(AgentWorkflow.status)
+                return view.status == "waiting" and view.run_step == step
+
+            await _poll(suspended)
             await handle.signal(AgentWorkflow.resume, ResumeSignal())
         await handle.result()
-        history = await handle.fetch_history()
-        return resume_latencies(history.events, "model_request")
+        events = [e for h in await self.chain(handle) for e in h.events]
+        return resume_latencies(events, "model_request")
 
     async def resume_b(self, steps: int) -> list[float]:
         handle = await self.start_b(steps, suspend=True)
         for step in range(steps + 1):
-            await _poll(
-                lambda: handle.query(BareAgentWorkflow.status),
-                lambda v, s=step: v.waiting and v.step == s,
-            )
+
+            async def suspended(step: int = step) -> bool:
+                view = await handle.query(BareAgentWorkflow.status)
+                return view.waiting and view.step == step
+
+            await _poll(suspended)
             await handle.signal(BareAgentWorkflow.resume)
         await handle.result()
         history = await handle.fetch_history()
         return resume_latencies(history.events, "bare_model_call")
 
 
-async def _poll(
-    query: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], timeout: float = 30
-) -> None:
+async def _poll(done: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        if done(await query()):
+        if await done():
             return
         if time.monotonic() > deadline:
             raise TimeoutError("the run did not reach the expected state")
         await asyncio.sleep(0.05)
 
 
-async def replay_seconds(history: WorkflowHistory, repeats: int = 3) -> float:
-    """Median time to replay `history` on a fresh replayer: the workflow code's own cost."""
-    timings = []
-    for _ in range(repeats):
-        # The plugin adds AgentWorkflow (and the sandbox runner) as on the worker.
-        replayer = Replayer(workflows=[BareAgentWorkflow], plugins=[DurableAgentPlugin()])
-        began = time.perf_counter()
-        await replayer.replay_workflow(history)
-        timings.append(time.perf_counter() - began)
-    return statistics.median(timings)
+async def replay_seconds(histories: Sequence[WorkflowHistory], repeats: int = 3) -> float:
+    """Time to replay every run's history on a fresh replayer (median of `repeats` per run,
+    summed): the workflow code's own cost, without the server."""
+    total = 0.0
+    for history in histories:
+        timings = []
+        for _ in range(repeats):
+            # The plugin adds AgentWorkflow (and the sandbox runner) as on the worker.
+            replayer = Replayer(workflows=[BareAgentWorkflow], plugins=[DurableAgentPlugin()])
+            began = time.perf_counter()
+            await replayer.replay_workflow(history)
+            timings.append(time.perf_counter() - began)
+        total += statistics.median(timings)
+    return total
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -443,11 +574,43 @@ class StepResult:
 
 
 @dataclasses.dataclass
+class Batch:
+    """Concurrent runs of one kind, timed together."""
+
+    wall: float
+    worker_cpu: float
+    server_cpu: float | None
+    workflow_tasks: int
+    bytes: int
+
+
+@dataclasses.dataclass
 class Throughput:
     runs: int
     steps: int
-    a_seconds: float
-    b_seconds: float
+    a_rounds: list[Batch]
+    b_rounds: list[Batch]
+    cache_hits: int
+    cache_misses: int
+
+    @staticmethod
+    def _median(batches: list[Batch]) -> Batch:
+        servers = [b.server_cpu for b in batches if b.server_cpu is not None]
+        return Batch(
+            wall=statistics.median(b.wall for b in batches),
+            worker_cpu=statistics.median(b.worker_cpu for b in batches),
+            server_cpu=statistics.median(servers) if len(servers) == len(batches) else None,
+            workflow_tasks=round(statistics.median(b.workflow_tasks for b in batches)),
+            bytes=round(statistics.median(b.bytes for b in batches)),
+        )
+
+    @property
+    def a(self) -> Batch:
+        return self._median(self.a_rounds)
+
+    @property
+    def b(self) -> Batch:
+        return self._median(self.b_rounds)
 
 
 @dataclasses.dataclass
@@ -460,14 +623,11 @@ class Report:
     resume_b: list[float]
     replay: dict[str, float]
     elapsed: float = 0.0
+    load: tuple[str, str] = ("n/a", "n/a")
 
 
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "n/a"
-
-
-def _kb(n: float) -> str:
-    return f"{n / 1024:,.1f} KiB"
 
 
 def _yes(ok: bool) -> str:
@@ -487,21 +647,24 @@ def render(report: Report) -> str:
         f"(max_concurrent_activities={MAX_CONCURRENT_ACTIVITIES}, "
         f"max_concurrent_workflow_tasks={MAX_CONCURRENT_WORKFLOW_TASKS}, "
         "sandboxed runner from `DurableAgentPlugin`, pydantic converter for both). "
-        "Worker logs at WARNING.",
+        f"Worker logs at WARNING. Load average at start/end: {report.load[0]} / "
+        f"{report.load[1]} (other jobs share the machine: compare ratios, not absolutes).",
         "",
         "A = `AgentWorkflow`, `TestModel` scripting k tool calls then a text; per step one "
         "`model_request` + one `tool_call` activity, per run one `prepare_model_request` + one "
         "`validate_output`. B = `BareAgentWorkflow` (in the benchmark module): per step one "
         "model-call activity (gets the previous tool result) + one tool-call activity. Both "
         "tools return 250 bytes. Runs alternate A/B in one process against one server; "
-        "times are medians over the repeats, history figures are from the median-time run.",
+        "times are medians over the repeats, history figures are from the median-time run. "
+        "History bytes = protobuf size of the history events as fetched from the server.",
         "",
         "## Per step",
         "",
-        "| k | runs | A ms/step | B ms/step | A/B time | A events | B events | A/B events "
-        "| A bytes | B bytes | A/B bytes | A bytes/step | B bytes/step |",
+        "| k | repeats | A ms/step | B ms/step | A/B time | A events | B events | A/B events "
+        "| A bytes | B bytes | A/B bytes | A bytes/step | B bytes/step | A workflow runs "
+        "| A largest run bytes |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: |",
+        "| ---: | ---: | ---: |",
     ]
     for r in report.steps:
         a, b = r.a_run.stats, r.b_run.stats
@@ -509,8 +672,15 @@ def render(report: Report) -> str:
             f"| {r.steps} | {len(r.a)}+{len(r.b)} | {r.a_ms:.1f} | {r.b_ms:.1f} | "
             f"{_ratio(r.a_ms, r.b_ms)} | {a.events:,} | {b.events:,} | "
             f"{_ratio(a.events, b.events)} | {a.bytes:,} | {b.bytes:,} | "
-            f"{_ratio(a.bytes, b.bytes)} | {a.bytes / r.steps:,.0f} | {b.bytes / r.steps:,.0f} |"
+            f"{_ratio(a.bytes, b.bytes)} | {a.bytes / r.steps:,.0f} | {b.bytes / r.steps:,.0f} | "
+            f"{a.runs} | {a.max_run_bytes:,} |"
         )
+    lines += [
+        "",
+        "Events and bytes are summed over every run of a workflow: `AgentWorkflow` continues "
+        "as new when the server suggests it (or after `continue_as_new_after_steps`), so "
+        "*A workflow runs* > 1 means a continue-as-new chain; B never continues as new.",
+    ]
     by_k = {r.steps: r for r in report.steps}
     growth: float | None = None
     if 100 in by_k and 500 in by_k:
@@ -526,18 +696,45 @@ def render(report: Report) -> str:
     tp = report.throughput
     if tp is not None:
         total = tp.runs * tp.steps
+
+        def row(label: str, x: Batch) -> str:
+            server = f"{x.server_cpu / total * 1e3:.1f}" if x.server_cpu is not None else "n/a"
+            return (
+                f"| {label} | {x.wall:.1f} | {tp.runs / x.wall:.2f} | {total / x.wall:.1f} | "
+                f"{x.worker_cpu / total * 1e3:.1f} | {server} | "
+                f"{x.workflow_tasks / total:.2f} | {x.bytes / total:,.0f} |"
+            )
+
+        ta, tb = tp.a, tp.b
+        server_ratio = (
+            _ratio(ta.server_cpu, tb.server_cpu)
+            if ta.server_cpu is not None and tb.server_cpu is not None
+            else "n/a"
+        )
         lines += [
             "",
             f"## Throughput: {tp.runs} concurrent {tp.steps}-step runs on one worker",
             "",
-            "| | wall s | runs/s | steps/s |",
-            "| --- | ---: | ---: | ---: |",
-            f"| A | {tp.a_seconds:.1f} | {tp.runs / tp.a_seconds:.1f} | "
-            f"{total / tp.a_seconds:.0f} |",
-            f"| B | {tp.b_seconds:.1f} | {tp.runs / tp.b_seconds:.1f} | "
-            f"{total / tp.b_seconds:.0f} |",
-            f"| A/B | {_ratio(tp.a_seconds, tp.b_seconds)} | "
-            f"{_ratio(tp.b_seconds, tp.a_seconds)} | {_ratio(tp.b_seconds, tp.a_seconds)} |",
+            f"{len(tp.a_rounds)} round(s) per kind, alternating (A B, then B A); in each, all "
+            "runs start at once and the wall time runs from the first start to the last "
+            "result. Medians over the rounds; CPU per step. Wall per round: A "
+            + ", ".join(f"{x.wall:.1f}" for x in tp.a_rounds)
+            + " s; B "
+            + ", ".join(f"{x.wall:.1f}" for x in tp.b_rounds)
+            + " s.",
+            "",
+            "| | wall s | runs/s | steps/s | worker CPU ms/step | server CPU ms/step "
+            "| workflow tasks/step | history bytes/step |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            row("A", ta),
+            row("B", tb),
+            f"| A/B | {_ratio(ta.wall, tb.wall)} | {_ratio(tb.wall, ta.wall)} | "
+            f"{_ratio(tb.wall, ta.wall)} | {_ratio(ta.worker_cpu, tb.worker_cpu)} | "
+            f"{server_ratio} | {_ratio(ta.workflow_tasks, tb.workflow_tasks)} | "
+            f"{_ratio(ta.bytes, tb.bytes)} |",
+            "",
+            f"A's model-request history cache during the batches: {tp.cache_hits} hits, "
+            f"{tp.cache_misses} misses (a miss reads the prefix back by query).",
         ]
     if report.resume_a:
         lines += [
@@ -569,6 +766,14 @@ def _flags(args: argparse.Namespace) -> str:
         flags.append(f"--ks {args.ks}")
     if args.repeats is not None:
         flags.append(f"--repeats {args.repeats}")
+    for name, default in (
+        ("throughput_runs", 100),
+        ("throughput_steps", 10),
+        ("throughput_rounds", 2),
+        ("resume_runs", 10),
+    ):
+        if getattr(args, name) != default:
+            flags.append(f"--{name.replace('_', '-')} {getattr(args, name)}")
     return "".join(f" {f}" for f in flags)
 
 
@@ -579,10 +784,10 @@ def _targets(by_k: dict[int, StepResult], growth: float | None) -> list[str]:
         bytes_ratio = r.a_run.stats.bytes / r.b_run.stats.bytes
         time_ratio = r.a_ms / r.b_ms
         lines.append(
-            f"| history bytes at k=100 ≤ 2× bare | {bytes_ratio:.2f}× | {_yes(bytes_ratio <= 2)} |"
+            f"| history bytes at k=100 ≤ 2x bare | {bytes_ratio:.2f}x | {_yes(bytes_ratio <= 2)} |"
         )
         lines.append(
-            f"| wall time per step at k=100 ≤ 1.1× bare | {time_ratio:.2f}× | "
+            f"| wall time per step at k=100 ≤ 1.1x bare | {time_ratio:.2f}x | "
             f"{_yes(time_ratio <= 1.1)} |"
         )
     if growth is not None:
@@ -631,39 +836,77 @@ def _diagnosis(report: Report, by_k: dict[int, StepResult]) -> list[str]:
         f"{b.bytes / k:,.0f} | {sum(c.payload_bytes for c in b.categories.values()) / k:,.0f} |"
     )
 
-    def per_step(ns: int) -> str:
-        return f"{ns / k / 1e6:.2f}"
+    key_a = payload_key_bytes(r.a_run.events)
+    key_b = payload_key_bytes(r.b_run.events)
+    top = [name for name, _ in (key_a + key_b).most_common(14)]
+    lines += [
+        "",
+        'Activity payload JSON by leaf key (bytes of `"key":value`, all inputs and results, '
+        "per step; the rest of a payload is structure: braces, commas, key names of objects):",
+        "",
+        "| key | A bytes/step | B bytes/step |",
+        "| --- | ---: | ---: |",
+    ]
+    lines += [f"| `{n}` | {key_a[n] / k:,.0f} | {key_b[n] / k:,.0f} |" for n in top]
+    lines.append(
+        f"| all leaves | {sum(key_a.values()) / k:,.0f} | {sum(key_b.values()) / k:,.0f} |"
+    )
 
     lines += [
         "",
         "Where the time goes, ms per step, from the server's event timestamps (workflow task "
-        "run = started → completed, i.e. the worker processing one activation; queue = "
-        "scheduled → started):",
+        "run = started → completed: the task's round trip through the worker, including "
+        "the activation; queue = scheduled → started: the server dispatching the task, which "
+        "the worker does not control; activities start eagerly, so their queue time is ~0). "
+        "CPU rows are process CPU time over the whole run, divided by k:",
         "",
-        "| phase | A | B | A − B |",
-        "| --- | ---: | ---: | ---: |",
-        f"| workflow tasks per step | {a.workflow_tasks / k:.2f} | {b.workflow_tasks / k:.2f} "
-        f"| {(a.workflow_tasks - b.workflow_tasks) / k:+.2f} |",
+        "| phase | A | B | A - B | A/B |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
+
+    def row(label: str, av: float, bv: float, digits: int = 2) -> str:
+        return (
+            f"| {label} | {av:.{digits}f} | {bv:.{digits}f} | {av - bv:+.{digits}f} | "
+            f"{_ratio(av, bv)} |"
+        )
+
+    ms = 1e6 * k
+    lines.append(row("workflow tasks per step", a.workflow_tasks / k, b.workflow_tasks / k))
     for label, av, bv in (
         ("workflow task queue", a.wft_queue_ns, b.wft_queue_ns),
         ("workflow task run", a.wft_run_ns, b.wft_run_ns),
         ("activity queue", a.activity_queue_ns, b.activity_queue_ns),
         ("activity run", a.activity_run_ns, b.activity_run_ns),
+        (
+            "worker-side phases (task run + activity run)",
+            a.wft_run_ns + a.activity_run_ns,
+            b.wft_run_ns + b.activity_run_ns,
+        ),
         ("first → last event", a.span_ns, b.span_ns),
     ):
-        lines.append(f"| {label} | {per_step(av)} | {per_step(bv)} | {per_step(av - bv)} |")
-    lines.append(
-        f"| client wall time | {r.a_run.wall / k * 1e3:.2f} | {r.b_run.wall / k * 1e3:.2f} | "
-        f"{(r.a_run.wall - r.b_run.wall) / k * 1e3:.2f} |"
-    )
+        lines.append(row(label, av / ms, bv / ms))
+    lines.append(row("client wall time", r.a_run.wall / k * 1e3, r.b_run.wall / k * 1e3))
+    a_cpu = statistics.median(x.worker_cpu for x in r.a) / k
+    b_cpu = statistics.median(x.worker_cpu for x in r.b) / k
+    lines.append(row("worker process CPU (median of runs)", a_cpu * 1e3, b_cpu * 1e3))
+    a_srv = [x.server_cpu for x in r.a if x.server_cpu is not None]
+    b_srv = [x.server_cpu for x in r.b if x.server_cpu is not None]
+    if a_srv and b_srv:
+        sa, sb = statistics.median(a_srv) / k, statistics.median(b_srv) / k
+        lines.append(row("dev server CPU (median of runs)", sa * 1e3, sb * 1e3))
     if report.replay:
-        ra, rb = report.replay.get("A", 0.0), report.replay.get("B", 0.0)
+        ra, rb = report.replay["A"], report.replay["B"]
+        big, small = int(report.replay["big"]), int(report.replay["small"])
+        how = (
+            f"slope between the k={small} and k={big} histories"
+            if small
+            else f"the k={big} history / {big}"
+        )
         lines += [
             "",
-            f"Pure workflow-code cost, replaying the k={k} history with `Replayer` (sandbox, "
-            f"same plugin; median of 3): A {ra / k * 1e3:.2f} ms/step, B {rb / k * 1e3:.2f} "
-            f"ms/step ({_ratio(ra, rb)}×).",
+            "Workflow code alone, replaying the histories with `Replayer` (sandbox and plugin "
+            f"as on the worker; median of 3 replays; {how}): A {ra * 1e3:.2f} ms/step, "
+            f"B {rb * 1e3:.2f} ms/step ({_ratio(ra, rb)}x).",
         ]
     return lines
 
@@ -680,7 +923,7 @@ def _ks(text: str) -> list[int]:
 def repeats_for(steps: int, repeats: int | None) -> int:
     if repeats is not None:
         return repeats
-    return 3 if steps < 500 else 2
+    return 3 if steps < 500 else 1
 
 
 def _log(message: str) -> None:
@@ -704,6 +947,7 @@ async def _alternate(bench: Bench, steps: int, repeats: int) -> StepResult:
 async def amain(args: argparse.Namespace) -> Report:
     configure_logging("console", level=logging.WARNING)
     started = dt.datetime.now(dt.UTC)
+    load_at_start = _load()
     began = time.perf_counter()
     ks = _ks(args.ks)
     for steps in {*ks, 0, 1, 2, args.throughput_steps}:
@@ -723,24 +967,28 @@ async def amain(args: argparse.Namespace) -> Report:
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         ):
-            bench = Bench(client, task_queue)
+            bench = Bench(client, task_queue, server.process.pid if server.process else None)
             _log("warming up")
             await _alternate(bench, 2, 2)
             results = []
             for steps in ks:
                 results.append(await _alternate(bench, steps, repeats_for(steps, args.repeats)))
             throughput = None
-            if args.throughput_runs:
+            if args.throughput_runs and args.throughput_rounds:
                 _log(f"throughput: {args.throughput_runs} x {args.throughput_steps} steps")
-                a_s = b_s = 0.0
-                a_s = await bench.throughput(
-                    bench.start_a, args.throughput_runs, args.throughput_steps
-                )
-                b_s = await bench.throughput(
-                    bench.start_b, args.throughput_runs, args.throughput_steps
-                )
-                _log(f"  A {a_s:.1f} s, B {b_s:.1f} s")
-                throughput = Throughput(args.throughput_runs, args.throughput_steps, a_s, b_s)
+                hits, misses = history_cache.hits, history_cache.misses
+                throughput = Throughput(args.throughput_runs, args.throughput_steps, [], [], 0, 0)
+                for i in range(args.throughput_rounds):
+                    order = [("A", bench.start_a, throughput.a_rounds)]
+                    order.append(("B", bench.start_b, throughput.b_rounds))
+                    for label, start, rounds in order if i % 2 == 0 else reversed(order):
+                        batch = await bench.throughput(
+                            start, args.throughput_runs, args.throughput_steps
+                        )
+                        rounds.append(batch)
+                        _log(f"  {label} #{i + 1}: {batch.wall:.1f} s")
+                throughput.cache_hits = history_cache.hits - hits
+                throughput.cache_misses = history_cache.misses - misses
             resume_a: list[float] = []
             resume_b: list[float] = []
             if args.resume_runs:
@@ -748,18 +996,43 @@ async def amain(args: argparse.Namespace) -> Report:
                 for _ in range(args.resume_runs):
                     resume_a += await bench.resume_a(1)
                     resume_b += await bench.resume_b(1)
-        replay: dict[str, float] = {}
-        if results:
-            k = 100 if 100 in ks else max(ks)
-            pick = next(r for r in results if r.steps == k)
-            _log(f"replaying the k={k} histories")
-            replay["A"] = await replay_seconds(pick.a_run.history)
-            replay["B"] = await replay_seconds(pick.b_run.history)
+        replay = await _replays(results)
     finally:
         server.stop()
     report = Report(args, started, results, throughput, resume_a, resume_b, replay)
     report.elapsed = time.perf_counter() - began
+    report.load = (load_at_start, _load())
     return report
+
+
+async def _replays(results: list[StepResult]) -> dict[str, float]:
+    """Workflow-code seconds per step from replays: the slope between two k if there are two."""
+    if not results:
+        return {}
+    by_k = {r.steps: r for r in results}
+    big = 100 if 100 in by_k else max(by_k)
+    smaller = [k for k in by_k if k <= big - 50]
+    small = max(smaller) if smaller else None  # a slope over fewer steps is mostly noise
+    _log(f"replaying the k={big} histories" + (f" and k={small}" if small else ""))
+    out: dict[str, float] = {}
+    for label in ("A", "B"):
+        runs = {k: by_k[k].a_run if label == "A" else by_k[k].b_run for k in by_k}
+        t_big = await replay_seconds(runs[big].histories)
+        if small is None:
+            out[label] = t_big / big
+        else:
+            t_small = await replay_seconds(runs[small].histories)
+            out[label] = (t_big - t_small) / (big - small)
+    out["big"] = float(big)
+    out["small"] = float(small or 0)
+    return out
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
 
 
 def _free_port() -> int:
@@ -780,10 +1053,13 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
         "--repeats",
         type=int,
         default=None,
-        help="runs of A and of B per k (default: 3 for k < 500, 2 for k >= 500)",
+        help="runs of A and of B per k (default: 3 for k < 500, 1 for k >= 500)",
     )
     parser.add_argument("--throughput-runs", type=int, default=100)
     parser.add_argument("--throughput-steps", type=int, default=10)
+    parser.add_argument(
+        "--throughput-rounds", type=int, default=2, help="batches of A and of B, alternating"
+    )
     parser.add_argument("--resume-runs", type=int, default=10)
     parser.add_argument("--results", type=Path, default=RESULTS_FILE, help="Markdown output")
     return parser.parse_args(list(argv) if argv is not None else None)

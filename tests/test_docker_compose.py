@@ -420,7 +420,7 @@ def test_worker_uses_the_compose_environment(services: dict[str, dict[str, Any]]
     }
     probe = (
         "import json, sys, worker\n"
-        "async def fake_run_worker(address, namespace, task_queue, *, stop, ready=None):\n"
+        "async def fake_run_worker(address, namespace, task_queue, **options):\n"
         "    print(json.dumps([address, namespace, task_queue]))\n"
         "worker.run_worker = fake_run_worker\n"
         "sys.exit(worker.main(['--no-examples']))\n"
