@@ -36,50 +36,50 @@ class HistoryCache:
         self.hits = 0
         self.misses = 0
 
-    def _key(self, ref: HistoryRef) -> str:
-        # By workflow id, not run id: the history carries over continue-as-new (the digest
-        # tells a reused workflow id apart).
-        return ref.workflow_id
+    # Entries are keyed by workflow id, not run id: the history carries over continue-as-new
+    # (the digest tells a reused workflow id apart).
 
-    def lookup(self, ref: HistoryRef) -> list[ModelMessage] | None:
+    def lookup(self, workflow_id: str, ref: HistoryRef) -> list[ModelMessage] | None:
         if ref.length == 0:
             return []
-        entry = self._entries.get(self._key(ref))
+        entry = self._entries.get(workflow_id)
         if entry is None or len(entry.messages) != ref.length or entry.digest != ref.digest:
             return None
-        self._entries.move_to_end(self._key(ref))
+        self._entries.move_to_end(workflow_id)
         return entry.messages
 
-    def store(self, ref: HistoryRef, messages: list[ModelMessage], digest: str) -> None:
-        self._entries[self._key(ref)] = _Entry(messages, digest)
-        self._entries.move_to_end(self._key(ref))
+    def store(self, workflow_id: str, messages: list[ModelMessage], digest: str) -> None:
+        self._entries[workflow_id] = _Entry(messages, digest)
+        self._entries.move_to_end(workflow_id)
         while len(self._entries) > self.max_runs:
             self._entries.popitem(last=False)
 
-    async def resolve(self, ref: HistoryRef) -> list[ModelMessage]:
+    async def resolve(self, workflow_id: str, run_id: str, ref: HistoryRef) -> list[ModelMessage]:
         """The `ref.length` messages the workflow means, from cache or by query."""
-        cached = self.lookup(ref)
+        cached = self.lookup(workflow_id, ref)
         if cached is not None:
             self.hits += 1
             return list(cached)
         self.misses += 1
-        messages = await self._read_from_workflow(ref)
+        messages = await self._read_from_workflow(workflow_id, run_id, ref)
         if len(messages) != ref.length or extend_digest(EMPTY_DIGEST, messages) != ref.digest:
             raise ApplicationError(
-                f"message history of {ref.workflow_id} does not match the digest the workflow "
+                f"message history of {workflow_id} does not match the digest the workflow "
                 f"sent ({len(messages)} of {ref.length} messages read); retrying",
                 type="history_mismatch",
             )
         return messages
 
-    async def _read_from_workflow(self, ref: HistoryRef) -> list[ModelMessage]:
+    async def _read_from_workflow(
+        self, workflow_id: str, run_id: str, ref: HistoryRef
+    ) -> list[ModelMessage]:
         """Pages through every run that holds part of the history (continue-as-new)."""
         client = activity.client()
-        current = client.get_workflow_handle(ref.workflow_id, run_id=ref.workflow_run_id)
+        current = client.get_workflow_handle(workflow_id, run_id=run_id)
         segments = await current.query("history_segments", result_type=list[HistorySegment])
         messages: list[ModelMessage] = []
         for segment in segments:
-            handle = client.get_workflow_handle(ref.workflow_id, run_id=segment.run_id)
+            handle = client.get_workflow_handle(workflow_id, run_id=segment.run_id)
             while len(messages) < min(segment.end, ref.length):
                 activity.heartbeat()
                 page = await handle.query(

@@ -109,14 +109,22 @@ async def prepare_model_request(input: PrepareActivityInput) -> ModelRequest:
 async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
     async with _guard(input.agent, "model_request", input.input.run_step + 1) as logger:
         agent = registry.get(input.agent).agent
-        prefix = await history_cache.resolve(input.history)
+        info = activity.info()
+        workflow_id, run_id = info.workflow_id, info.workflow_run_id
+        if workflow_id is None or run_id is None:
+            raise ApplicationError(
+                "model_request reads its history from its workflow; run it from AgentWorkflow",
+                type="not_in_workflow",
+                non_retryable=True,
+            )
+        prefix = await history_cache.resolve(workflow_id, run_id, input.history)
         new = input.input.messages
         messages = [*prefix, *new]
         response = await nodes.model_request(
             agent, input.input.model_copy(update={"messages": messages})
         )
         history_cache.store(
-            input.history,
+            workflow_id,
             [*messages, response],
             extend_digest(input.history.digest, [*new, response]),
         )

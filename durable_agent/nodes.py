@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_jsonable_python
 
+from ._fields import omit_empty, omit_none
 from .errors import ApprovalRequired, CallDeferred, ModelRetry, UserError
 from .messages import (
     InstructionPart,
@@ -52,8 +53,8 @@ class RunRef(BaseModel):
     run_id: str
     conversation_id: str
     run_step: int
-    timestamp: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    timestamp: str | None = omit_none()
+    metadata: dict[str, Any] = omit_empty(factory=dict)
 
 
 class PrepareModelRequestInput(RunRef):

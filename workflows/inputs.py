@@ -153,10 +153,9 @@ class HistoryPageQuery(BaseModel):
 
 class HistoryRef(BaseModel):
     """Names the message prefix an activity may already hold: `length` messages whose
-    chained hash is `digest`. Only messages after it travel in the activity input."""
+    chained hash is `digest`. Only messages after it travel in the activity input; the
+    activity knows its workflow from `activity.info()`."""
 
-    workflow_id: str
-    workflow_run_id: str
     length: int
     digest: str
 

@@ -143,8 +143,6 @@ class ActivityNodeRunner:
         total = self.offset + len(messages)
         prefix = min(self._cached_length, total)
         ref = HistoryRef(
-            workflow_id=workflow.info().workflow_id,
-            workflow_run_id=workflow.info().run_id,
             length=prefix,
             digest=self.digest.advance(messages, prefix),
         )
