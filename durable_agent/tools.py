@@ -52,38 +52,34 @@ class ToolContext:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+_SECTION = re.compile(r"^([A-Za-z][\w ]*):$")
+_PARAM = re.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM = re.compile(r"^:param\s+(?:\w+\s+)?(\w+):\s*(.*)$")
+_ARG_SECTIONS = ("args", "arguments", "parameters")
+
+
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Google- or Sphinx-style docstrings: a description and per-parameter descriptions."""
-    doc = inspect.cleandoc(doc or "")
-    if not doc:
-        return "", {}
+    """Google- or Sphinx-style docstrings: the text before the first section is the
+    description; `Args:` entries (and `:param x:` lines) describe parameters."""
     params: dict[str, str] = {}
-    description_lines: list[str] = []
-    in_args = False
-    for line in doc.splitlines():
+    description: list[str] = []
+    section: str | None = None
+    last: str | None = None
+    for line in inspect.cleandoc(doc or "").splitlines():
         stripped = line.strip()
-        sphinx = re.match(r":param\s+(\w+):\s*(.*)", stripped)
-        if sphinx:
+        if sphinx := _SPHINX_PARAM.match(stripped):
             params[sphinx.group(1)] = sphinx.group(2)
-            continue
-        if stripped.lower() in ("args:", "arguments:", "parameters:"):
-            in_args = True
-            continue
-        if in_args:
-            match = re.match(r"(\w+)\s*(\([^)]*\))?\s*:\s*(.*)", stripped)
-            if match:
-                params[match.group(1)] = match.group(3)
-                continue
-            if stripped.endswith(":") and not line.startswith(" "):
-                in_args = False
-            elif not stripped:
-                continue
-            else:
-                continue
-        if not in_args:
-            description_lines.append(line)
-    description = "\n".join(description_lines).strip()
-    return description, params
+            section, last = "sphinx", sphinx.group(1)
+        elif not line.startswith((" ", "\t")) and (header := _SECTION.match(stripped)):
+            section, last = header.group(1).lower(), None
+        elif section is None:
+            description.append(line)
+        elif section in _ARG_SECTIONS and (entry := _PARAM.match(stripped)):
+            params[entry.group(1)] = entry.group(2)
+            last = entry.group(1)
+        elif last is not None and stripped and section in _ARG_SECTIONS:
+            params[last] = f"{params[last]} {stripped}".strip()
+    return "\n".join(description).strip(), params
 
 
 class Tool:

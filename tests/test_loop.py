@@ -608,3 +608,25 @@ def test_decision_json() -> None:
     assert AgentExecutionDecisionAdapter.validate_json(
         '{"kind":"suspend","reason":"x"}'
     ) == Suspend(reason="x")
+
+
+def test_docstring_sections_and_continuation_lines() -> None:
+    def lookup(key: str, limit: int = 3) -> str:
+        """Look a key up.
+
+        Args:
+            key: what to look up
+            limit (int): how many results,
+                at most
+
+        Returns:
+            the value
+        """
+        return key
+
+    agent = AgentBuilder(TestModel.with_text("x")).tool(lookup).build()
+    schema = agent.tools["lookup"].definition().parameters_json_schema
+    assert agent.tools["lookup"].description == "Look a key up."
+    assert schema["properties"]["key"]["description"] == "what to look up"
+    assert schema["properties"]["limit"]["description"] == "how many results, at most"
+    assert set(schema["properties"]) == {"key", "limit"}
