@@ -95,7 +95,7 @@ class OutputOutcome(BaseModel):
     retry_prompt: RetryPromptPart | None = None
 
 
-def _context(agent: Agent, ref: RunRef, **fields: Any) -> ToolContext:
+def _context(ref: RunRef, **fields: Any) -> ToolContext:
     return ToolContext(
         run_id=ref.run_id,
         conversation_id=ref.conversation_id,
@@ -110,7 +110,7 @@ async def prepare_model_request(agent: Agent, input: PrepareModelRequestInput) -
     parts: list[ModelRequestPart] = []
     if input.include_instructions:
         instructions = await agent.render_instructions(
-            _context(agent, input, tool_name="instructions", tool_call_id="")
+            _context(input, tool_name="instructions", tool_call_id="")
         )
         if instructions:
             parts.append(InstructionPart(content=instructions))
@@ -166,7 +166,6 @@ async def tool_call(
     except ValidationError as exc:
         return _retry(call, format_validation_error(exc))
     ctx = _context(
-        agent,
         input,
         tool_name=call.name,
         tool_call_id=call.id,
@@ -203,7 +202,7 @@ async def tool_call(
 async def validate_output(agent: Agent, input: ValidateOutputInput) -> OutputOutcome:
     try:
         value = parse_output(agent.output_type, input.response)
-        ctx = _context(agent, input, tool_name="output", tool_call_id="", retry=input.attempt)
+        ctx = _context(input, tool_name="output", tool_call_id="", retry=input.attempt)
         for validator in agent.output_validators:
             value = await run_output_validator(validator, ctx, value)
     except ModelRetry as exc:

@@ -18,7 +18,13 @@ from .errors import ModelRetry
 from .messages import ModelResponse
 from .tools import ToolContext
 
-__all__ = ["OUTPUT_TOOL_NAME", "OutputValidator", "parse_output", "run_output_validator"]
+__all__ = [
+    "OUTPUT_TOOL_NAME",
+    "OutputValidator",
+    "format_validation_error",
+    "parse_output",
+    "run_output_validator",
+]
 
 OUTPUT_TOOL_NAME = "final_result"
 """The tool a model calls to return structured output when it cannot use a JSON schema."""
@@ -26,7 +32,8 @@ OUTPUT_TOOL_NAME = "final_result"
 OutputValidator = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
 
-def _format_validation_error(error: ValidationError) -> str:
+def format_validation_error(error: ValidationError) -> str:
+    """Pydantic's errors as a retry prompt the model can act on."""
     problems = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
     return "Validation failed: " + json.dumps(problems) + "\nFix the errors and try again."
 
@@ -62,7 +69,7 @@ def parse_output(output_type: type[BaseModel] | None, response: ModelResponse) -
     try:
         return output_type.model_validate(payload)
     except ValidationError as exc:
-        raise ModelRetry(_format_validation_error(exc)) from exc
+        raise ModelRetry(format_validation_error(exc)) from exc
 
 
 async def run_output_validator(validator: OutputValidator, ctx: ToolContext, value: Any) -> Any:
@@ -72,7 +79,3 @@ async def run_output_validator(validator: OutputValidator, ctx: ToolContext, val
     if inspect.isawaitable(result):
         result = await result
     return result
-
-
-def format_validation_error(error: ValidationError) -> str:
-    return _format_validation_error(error)

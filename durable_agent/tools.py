@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .errors import UserError
 
@@ -131,8 +131,6 @@ class Tool:
                 )
             if annotation is ToolContext:
                 raise UserError(f"tool {self.name!r}: ToolContext must be the first parameter")
-            from pydantic import Field
-
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
         model = create_model(

@@ -75,7 +75,8 @@ def _deployer_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResp
         return ModelResponse(parts=[TextPart(text=f"Done. {deploy.content if deploy else ''}")])
     prompt = _prompt(messages)
     env = "prod" if "prod" in prompt else "staging"
-    version = (re.search(r"v\d+(?:\.\d+)*", prompt) or re.search(r"$", prompt)).group(0) or "v1"
+    found = re.search(r"v\d+(?:\.\d+)*", prompt)
+    version = found.group(0) if found else "v1"
     step = sum(1 for m in messages if isinstance(m, ModelResponse))
     return ModelResponse(
         parts=[
