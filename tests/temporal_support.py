@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from workflows import DurableAgentPlugin
+from workflows import AgentWorkflow, AgentWorkflowInput, AgentWorkflowResult, DurableAgentPlugin
 
 
 def free_port() -> int:
@@ -48,3 +50,30 @@ async def activity_summaries(handle: WorkflowHandle[object, object]) -> list[tup
 
 def event_types(history: object) -> list[str]:
     return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events]  # type: ignore[attr-defined]
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+async def start_agent(
+    client: Client, worker: Worker, agent: str, prompt: str, **fields: Any
+) -> WorkflowHandle[Any, AgentWorkflowResult]:
+    """Starts `AgentWorkflow` on the worker's task queue with a fresh workflow id."""
+    return await client.start_workflow(
+        AgentWorkflow.run,
+        AgentWorkflowInput(agent=agent, prompt=prompt, **fields),
+        id=unique("wf"),
+        task_queue=worker.task_queue,
+    )
+
+
+async def wait_for_status(handle: Any, status: str, timeout: float = 20) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        view = await handle.query(AgentWorkflow.status)
+        if view.status == status:
+            return view
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"status stayed {view.status!r}, wanted {status!r}: {view}")
+        await asyncio.sleep(0.1)

@@ -45,8 +45,7 @@ from workflows.encryption import (
 )
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import free_port, new_worker
-from .test_workflow import wait_for_status
+from .temporal_support import free_port, new_worker, wait_for_status
 
 KEY_A = os.urandom(32)
 KEY_B = os.urandom(32)

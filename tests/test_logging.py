@@ -17,8 +17,7 @@ from durable_agent.logs import configure_logging
 from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import new_worker
-from .test_workflow import wait_for_status
+from .temporal_support import new_worker, wait_for_status
 
 
 @pytest.fixture

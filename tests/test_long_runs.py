@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,18 +26,13 @@ from durable_agent import (
     UsageLimits,
 )
 from durable_agent.models import AgentInfo
-from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from workflows import AgentWorkflow, ApprovalSignal
 from workflows.devserver import DevServer
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import connect, free_port, new_worker
-from .test_workflow import wait_for_status
+from .temporal_support import connect, free_port, new_worker, start_agent, unique, wait_for_status
 
 FAST = ActivityConfig(initial_interval_seconds=0.2, heartbeat_seconds=None)
-
-
-def unique(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def stepping_model(steps: int, *, then_deploy: bool = False) -> FunctionModel:
@@ -118,12 +112,7 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
     client = await connect(small_history_server.address)
     misses = history_cache.misses
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="work"),
-            id=unique("can"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "work")
         first_run = (await handle.describe()).run_id
         view = await wait_for_status(handle, "waiting", timeout=60)
         assert view.continued_as_new >= 2
@@ -156,12 +145,7 @@ async def test_continue_as_new_after_configured_steps(client: Client) -> None:
         AgentActivityConfig(model_request=FAST, tool_call=FAST, continue_as_new_after_steps=10),
     )
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="work"),
-            id=unique("steps"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "work")
         result = await asyncio.wait_for(handle.result(), 120)
         view = await handle.query(AgentWorkflow.status)
     assert result.output == "done after 30 steps"
@@ -190,12 +174,7 @@ async def test_five_hundred_tool_calls_in_one_response_with_bounded_fan_out(clie
         AgentActivityConfig(tool_call=FAST, max_concurrent_tool_activities=8),
     )
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="fan out"),
-            id=unique("fanout"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "fan out")
         result = await asyncio.wait_for(handle.result(), 240)
     assert result.output == "all 500 done"
     assert result.usage.tool_calls == 500
@@ -217,12 +196,7 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
         ),  # type: ignore[arg-type]
     )
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="dump"),
-            id=unique("big"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "dump")
         if mode == "truncate":
             result = await asyncio.wait_for(handle.result(), 30)
             latest = await handle.query(AgentWorkflow.latest_checkpoint)
@@ -269,12 +243,7 @@ async def test_five_thousand_step_run(client: Client) -> None:
     )
     registry.register(agent, AgentActivityConfig(model_request=FAST, tool_call=FAST))
     async with new_worker(client, max_concurrent_activities=8) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="a long job"),
-            id=unique("marathon"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "a long job")
         result = await asyncio.wait_for(handle.result(), 1500)
         view = await handle.query(AgentWorkflow.status)
     assert result.output == f"done after {steps} steps"

@@ -12,8 +12,7 @@ from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from workflows.devserver import DevServer
 
 from .helpers import CallLog, call, text_response, tool_response
-from .temporal_support import connect, free_port, new_worker
-from .test_workflow import wait_for_status
+from .temporal_support import connect, free_port, new_worker, wait_for_status
 
 
 async def test_waiting_run_survives_server_restart(tmp_path: Path) -> None:

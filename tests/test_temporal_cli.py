@@ -14,8 +14,7 @@ from workflows import AgentWorkflow
 from workflows.devserver import DevServer, temporal_cli
 
 from .helpers import CallLog, call, text_response, tool_response
-from .temporal_support import new_worker
-from .test_workflow import wait_for_status
+from .temporal_support import new_worker, wait_for_status
 
 
 async def temporal(server: DevServer, *args: str) -> str:

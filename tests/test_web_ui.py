@@ -19,8 +19,7 @@ from workflows import AgentWorkflow, AgentWorkflowInput
 from workflows.devserver import DevServer
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import new_worker
-from .test_workflow import wait_for_status
+from .temporal_support import new_worker, wait_for_status
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

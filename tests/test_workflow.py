@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import pytest
@@ -14,17 +13,12 @@ from activities.registry import registry
 from durable_agent import AgentBuilder, AgentExecutionNode, TestModel
 from workflows import (
     AgentWorkflow,
-    AgentWorkflowInput,
     ApprovalSignal,
     ResumeSignal,
 )
 
 from .helpers import CallLog, RecordingExecutor, call, normalized, text_response, tool_response
-from .temporal_support import activity_summaries, new_worker
-
-
-def unique(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
+from .temporal_support import activity_summaries, new_worker, start_agent, unique, wait_for_status
 
 
 def weather_agent(name: str, log: CallLog) -> Any:
@@ -43,17 +37,6 @@ def weather_agent(name: str, log: CallLog) -> Any:
     return AgentBuilder(model).name(name).instructions("Be brief.").tool(get_weather).build()
 
 
-async def wait_for_status(handle: Any, status: str, timeout: float = 20) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        view = await handle.query(AgentWorkflow.status)
-        if view.status == status:
-            return view
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"status stayed {view.status!r}, wanted {status!r}: {view}")
-        await asyncio.sleep(0.1)
-
-
 async def test_tool_run_matches_in_process_run(client: Client) -> None:
     name = unique("weather")
     registry.register(weather_agent(name, CallLog()))
@@ -61,12 +44,7 @@ async def test_tool_run_matches_in_process_run(client: Client) -> None:
     local = await weather_agent(name, CallLog()).with_executor(executor).run("weather?")
 
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="weather?"),
-            id=unique("wf"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "weather?")
         result = await handle.result()
         evidence = await handle.query(AgentWorkflow.checkpoints)
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
@@ -93,13 +71,8 @@ async def test_suspend_at_before_model_request_then_resume(client: Client) -> No
     name = unique("weather")
     registry.register(weather_agent(name, CallLog()))
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(
-                agent=name, prompt="weather?", suspend_at=[AgentExecutionNode.BEFORE_MODEL_REQUEST]
-            ),
-            id=unique("wf"),
-            task_queue=worker.task_queue,
+        handle = await start_agent(
+            client, worker, name, "weather?", suspend_at=[AgentExecutionNode.BEFORE_MODEL_REQUEST]
         )
         view = await wait_for_status(handle, "waiting")
         assert view.node == "before_model_request"
@@ -130,12 +103,7 @@ async def test_approval_rejects_bad_ids_and_approves(client: Client) -> None:
     log = CallLog()
     registry.register(deploy_agent(name, log))
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="ship"),
-            id=unique("wf"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "ship")
         view = await wait_for_status(handle, "waiting")
         assert [(p.tool_call_id, p.tool_name, p.arguments) for p in view.pending_approvals] == [
             ("d1", "deploy", {"env": "prod"})
@@ -170,12 +138,7 @@ async def test_denial_by_signal_never_runs_the_tool(client: Client) -> None:
     log = CallLog()
     registry.register(deploy_agent(name, log))
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent=name, prompt="ship"),
-            id=unique("wf"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, name, "ship")
         await wait_for_status(handle, "waiting")
         await handle.signal(
             AgentWorkflow.approval,
@@ -193,12 +156,7 @@ async def test_denial_by_signal_never_runs_the_tool(client: Client) -> None:
 
 async def test_unknown_agent_fails_the_workflow_not_the_task(client: Client) -> None:
     async with new_worker(client) as worker:
-        handle = await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(agent="no-such-agent", prompt="hi"),
-            id=unique("wf"),
-            task_queue=worker.task_queue,
-        )
+        handle = await start_agent(client, worker, "no-such-agent", "hi")
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 20)
     cause = info.value.cause
