@@ -1,228 +1,26 @@
-"""Runs a durable-agent worker.
+"""Runs this application's worker: the example agents on `AgentWorkflow`.
 
-    python worker.py [--agents my.module ...] [--log-format json|console] [--dev]
+    python worker.py [--agents my.module ...] [--no-examples] [--log-format json|console] [--dev]
 
-Configured by TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default
-`default`) and TEMPORAL_TASK_QUEUE (default `durable-agent`). The example agents are
-registered unless --no-examples; every `Agent` a module passed to --agents defines (or
-lists in `AGENTS`) is registered too. `--dev` first starts the embedded Temporal dev server
-(SQLite file under .temporal/, Web UI on http://localhost:8233) and starts one example run.
+The worker itself is the library's (`durable_agent.temporal.worker`, also installed as
+`durable-agent worker`); this application adds its agents, `workflows.agents`, whose tools
+are in `activities.tools`. Environment: TEMPORAL_ADDRESS (default localhost:7233),
+TEMPORAL_NAMESPACE (default `default`), TEMPORAL_TASK_QUEUE (default `durable-agent`).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import importlib
-import os
-import signal
-import sys
 from collections.abc import Sequence
-from datetime import timedelta
 
-import structlog
-from temporalio.client import Client
-from temporalio.service import RPCError
-from temporalio.worker import Worker
+from durable_agent.temporal.worker import exit_process
+from durable_agent.temporal.worker import main as run
 
-from activities.registry import AgentRegistry, registry
-from durable_agent import Agent
-from durable_agent.logs import configure_logging
-from workflows import DEFAULT_TASK_QUEUE, DurableAgentPlugin
-from workflows.encryption import EncryptionCodec, EncryptionError
-from workflows.search_attributes import ensure_search_attributes
-
-log = structlog.get_logger("durable_agent.worker")
-
-
-def register_module(target: AgentRegistry, module_name: str) -> list[str]:
-    """Registers the agents a module defines; returns their names."""
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise SystemExit(f"--agents {module_name}: cannot import it ({error})") from error
-    agents = getattr(module, "AGENTS", None)
-    if agents is None:
-        agents = [value for value in vars(module).values() if isinstance(value, Agent)]
-    if not agents:
-        raise SystemExit(
-            f"--agents {module_name}: the module defines no Agent; build one with "
-            "AgentBuilder(...).build() at module level or list them in AGENTS"
-        )
-    names = []
-    for agent in agents:
-        if agent.name not in target:
-            target.register(agent)
-        names.append(agent.name)
-    return names
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--agents", action="append", default=[], metavar="MODULE")
-    parser.add_argument(
-        "--no-examples", action="store_true", help="do not register examples.agents"
-    )
-    parser.add_argument("--log-format", choices=["console", "json"], default="console")
-    parser.add_argument("--dev", action="store_true", help="start the embedded Temporal dev server")
-    parser.add_argument("--db", default=".temporal/dev.db", help="dev server SQLite file (--dev)")
-    parser.add_argument("--ui-port", type=int, default=8233, help="dev server Web UI port (--dev)")
-    parser.add_argument("--no-demo", action="store_true", help="with --dev, start no example run")
-    parser.add_argument(
-        "--graceful-shutdown-seconds",
-        type=float,
-        default=float(os.environ.get("DURABLE_AGENT_GRACEFUL_SHUTDOWN_SECONDS", "30")),
-        help="on Ctrl-C/SIGTERM, how long in-flight activities may finish (default 30)",
-    )
-    return parser.parse_args(argv)
-
-
-def plugin() -> DurableAgentPlugin:
-    """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see workflows.encryption)."""
-    try:
-        built = DurableAgentPlugin.from_env()
-    except EncryptionError as error:
-        raise SystemExit(str(error)) from None
-    codec = built.codec
-    if isinstance(codec, EncryptionCodec):
-        log.info("payload encryption on", active_key=codec.active, key_ids=codec.key_ids)
-    return built
-
-
-async def run_worker(
-    address: str,
-    namespace: str,
-    task_queue: str,
-    *,
-    stop: asyncio.Event,
-    ready: asyncio.Event | None = None,
-    graceful_shutdown_seconds: float = 30.0,
-) -> None:
-    """On `stop`, in-flight activities get `graceful_shutdown_seconds` to finish before they
-    are cancelled (a cancelled tool call is retried on another worker)."""
-    try:
-        client = await Client.connect(address, namespace=namespace, plugins=[plugin()])
-    except RuntimeError as error:
-        raise SystemExit(
-            f"cannot reach the Temporal server at {address} (namespace {namespace}): {error}\n"
-            "start one with `python worker.py --dev` or "
-            "`docker compose -f docker-compose.temporal.yml up -d`, or set TEMPORAL_ADDRESS"
-        ) from error
-    try:
-        added = await ensure_search_attributes(client)
-        if added:
-            log.info("registered search attributes", added=added)
-    except RPCError as error:
-        log.warning(
-            "could not check or register the search attributes AgentName, AgentStatus and "
-            "PendingApprovals; create them on the server, or workflows will fail their tasks",
-            error=str(error),
-        )
-    async with Worker(
-        client,
-        task_queue=task_queue,
-        graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_seconds),
-    ):
-        log.info(
-            "worker started",
-            address=address,
-            namespace=namespace,
-            task_queue=task_queue,
-            agents=registry.names(),
-        )
-        if ready is not None:
-            ready.set()
-        await stop.wait()
-        log.info("worker stopping: finishing in-flight tasks")
-    log.info("worker stopped")
-
-
-async def start_demo(address: str, namespace: str, task_queue: str) -> None:
-    from workflows import AgentWorkflow, AgentWorkflowInput
-
-    client = await Client.connect(address, namespace=namespace, plugins=[plugin()])
-    handle = await client.start_workflow(
-        AgentWorkflow.run,
-        AgentWorkflowInput(agent="deployer", prompt="Deploy v2.1 to prod"),
-        id=f"demo-deployer-{os.getpid()}",
-        task_queue=task_queue,
-        static_summary="Demo: deployer agent waiting for approval of `deploy`",
-    )
-    log.info("demo run started", workflow_id=handle.id)
-    print(
-        f"\nDemo run {handle.id} is waiting for approval.\n"
-        f"  see it:      durable-agent status {handle.id}\n"
-        f"  approve it:  durable-agent approve {handle.id} call_deploy_0\n"
-        f"  or deny it:  durable-agent deny {handle.id} call_deploy_0 --reason 'not today'\n",
-        flush=True,
-    )
-
-
-async def amain(args: argparse.Namespace) -> int:
-    configure_logging(args.log_format)
-    if not args.no_examples:
-        register_module(registry, "examples.agents")
-    for module in args.agents:
-        register_module(registry, module)
-    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
-    task_queue = os.environ.get("TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE)
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-
-    server = None
-    if args.dev:
-        from workflows.devserver import DevServer
-
-        server = DevServer(
-            args.db,
-            ui_port=args.ui_port,
-            namespace=namespace,
-            ui_codec_endpoint=os.environ.get("DURABLE_AGENT_CODEC_ENDPOINT"),
-        )
-        address = server.address
-        log.info("starting the Temporal dev server", db=str(server.db_file), ui=server.ui_url)
-        await server.start()
-        print(
-            f"Temporal Web UI: {server.ui_url}  (server {address}, data in {server.db_file})",
-            flush=True,
-        )
-    try:
-        ready = asyncio.Event()
-        worker = asyncio.create_task(
-            run_worker(
-                address,
-                namespace,
-                task_queue,
-                stop=stop,
-                ready=ready,
-                graceful_shutdown_seconds=args.graceful_shutdown_seconds,
-            )
-        )
-        if args.dev and not args.no_demo:
-            await ready.wait()
-            await start_demo(address, namespace, task_queue)
-        await worker
-    finally:
-        if server is not None:
-            server.stop()
-    return 0
+APP_AGENTS = ("workflows.agents",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    sys.path.insert(0, os.getcwd())
-    return asyncio.run(amain(parse_args(argv)))
+    return run(argv, default_agents=APP_AGENTS)
 
 
 if __name__ == "__main__":
-    code = main()
-    # The SDK's native threads can abort interpreter finalization after a clean shutdown
-    # (temporalio/sdk-python#300); leave without it so supervisors see the real exit code.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_process(main())

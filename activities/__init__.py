@@ -1,25 +1,13 @@
-"""Activities for the agent loop's working nodes, and the agent registry they share."""
+"""The activities this application's worker runs.
+
+The agent loop's node activities are the library's (`durable_agent.temporal.activities`);
+the example agents' tools (`activities.tools`) run inside the `tool_call` activity.
+"""
 
 from __future__ import annotations
 
-from .nodes import ALL_ACTIVITIES, model_request, prepare_model_request, tool_call, validate_output
-from .registry import (
-    ActivityConfig,
-    AgentActivityConfig,
-    AgentRegistration,
-    AgentRegistry,
-    registry,
-)
+from durable_agent.temporal.activities import ALL_ACTIVITIES
 
-__all__ = [
-    "ALL_ACTIVITIES",
-    "ActivityConfig",
-    "AgentActivityConfig",
-    "AgentRegistration",
-    "AgentRegistry",
-    "model_request",
-    "prepare_model_request",
-    "registry",
-    "tool_call",
-    "validate_output",
-]
+__all__ = ["ACTIVITIES"]
+
+ACTIVITIES = list(ALL_ACTIVITIES)

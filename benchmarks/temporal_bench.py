@@ -54,8 +54,6 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowHandle, WorkflowHistory
     from temporalio.worker import Replayer, Worker
 
-    from activities.history_cache import history_cache
-    from activities.registry import registry
     from durable_agent import (
         AgentBuilder,
         AgentExecutionNode,
@@ -67,13 +65,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.agent import Agent
     from durable_agent.logs import configure_logging
-    from workflows import (
+    from durable_agent.temporal import (
         AgentWorkflow,
         AgentWorkflowInput,
         DurableAgentPlugin,
         ResumeSignal,
     )
-    from workflows.devserver import DevServer
+    from durable_agent.temporal.devserver import DevServer
+    from durable_agent.temporal.history_cache import history_cache
+    from durable_agent.temporal.registry import registry
 
 TOOL_RESULT = "x" * 250
 """What both tools return: 250 bytes."""

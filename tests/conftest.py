@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from workflows.devserver import DevServer
+from durable_agent.temporal.devserver import DevServer
 
 from .temporal_support import connect, free_port
 

@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 from durable_agent import AgentExecutionNode
-from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
+from durable_agent.temporal.devserver import DevServer
 
 from .replay_agents import register_replay_agents
 from .temporal_support import connect, free_port, new_worker

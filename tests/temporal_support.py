@@ -13,7 +13,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from workflows import AgentWorkflow, AgentWorkflowInput, AgentWorkflowResult, DurableAgentPlugin
+from durable_agent.temporal import (
+    AgentWorkflow,
+    AgentWorkflowInput,
+    AgentWorkflowResult,
+    DurableAgentPlugin,
+)
 
 
 def free_port() -> int:

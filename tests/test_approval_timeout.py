@@ -9,10 +9,10 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, TestModel
-from workflows import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
-from workflows.search_attributes import ensure_search_attributes
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
+from durable_agent.temporal.registry import registry
+from durable_agent.temporal.search_attributes import ensure_search_attributes
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker

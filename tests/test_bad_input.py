@@ -25,18 +25,18 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, CallDeferred, RetryPromptPart, TestModel, ToolReturnPart
-from workflows import (
+from durable_agent.cli.app import amain
+from durable_agent.temporal import (
     AgentWorkflow,
     AgentWorkflowInput,
     ApprovalSignal,
     DeferredResultSignal,
     ResumeSignal,
 )
-from workflows.cli import amain
-from workflows.devserver import DevServer
-from workflows.inputs import MAX_PROMPT_CHARS, AgentStatusView
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.registry import registry
+from durable_agent.temporal.wire import MAX_PROMPT_CHARS, AgentStatusView
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import event_types, new_worker

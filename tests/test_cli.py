@@ -21,11 +21,11 @@ import pytest
 import structlog
 from temporalio.client import Client
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, CallDeferred, TestModel, ToolReturnPart
-from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
-from workflows.cli import amain, list_query
-from workflows.devserver import DevServer
+from durable_agent.cli.app import amain, list_query
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.registry import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker
@@ -485,12 +485,12 @@ async def test_usage_errors_exit_2(cli: Cli, capsys: pytest.CaptureFixture[str])
 
 
 async def test_module_entry_point(dev_server: DevServer) -> None:
-    """`python -m workflows.cli`: the process's exit status is the documented code (the
+    """`python -m durable_agent.cli`: the process's exit status is the documented code (the
     Temporal client's threads must not abort interpreter shutdown with 134)."""
 
     async def run(*argv: str) -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "workflows.cli", *argv,
+            sys.executable, "-m", "durable_agent.cli", *argv,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip

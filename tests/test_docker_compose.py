@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from workflows import DEFAULT_TASK_QUEUE
-from workflows.devserver import SEARCH_ATTRIBUTE_FLAGS
-from workflows.search_attributes import SEARCH_ATTRIBUTES
+from durable_agent.temporal import DEFAULT_TASK_QUEUE
+from durable_agent.temporal.devserver import SEARCH_ATTRIBUTE_FLAGS
+from durable_agent.temporal.search_attributes import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.temporal.yml"
@@ -420,9 +420,10 @@ def test_worker_uses_the_compose_environment(services: dict[str, dict[str, Any]]
     }
     probe = (
         "import json, sys, worker\n"
+        "import durable_agent.temporal.worker as library\n"
         "async def fake_run_worker(address, namespace, task_queue, **options):\n"
         "    print(json.dumps([address, namespace, task_queue]))\n"
-        "worker.run_worker = fake_run_worker\n"
+        "library.run_worker = fake_run_worker\n"
         "sys.exit(worker.main(['--no-examples']))\n"
     )
     result = subprocess.run(

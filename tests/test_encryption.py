@@ -28,12 +28,16 @@ from temporalio.api.history.v1 import History
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
 from temporalio.client import Client
 
-from activities.registry import ActivityConfig, AgentActivityConfig, registry
 from durable_agent import AgentBuilder, AgentExecutionNode, TestModel
-from workflows import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin, ResumeSignal
-from workflows.codec_server import CodecServer, make_server
-from workflows.devserver import DevServer
-from workflows.encryption import (
+from durable_agent.temporal import (
+    AgentWorkflow,
+    AgentWorkflowInput,
+    DurableAgentPlugin,
+    ResumeSignal,
+)
+from durable_agent.temporal.codec_server import CodecServer, make_server
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.encryption import (
     ENCODING,
     ENV_VAR,
     KEY_ID_METADATA,
@@ -43,6 +47,7 @@ from workflows.encryption import (
     generate_key,
     parse_keys,
 )
+from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import free_port, new_worker, wait_for_status
@@ -517,7 +522,14 @@ def test_keys_from_env_and_their_errors() -> None:
 
 def test_generate_key_command() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "workflows.encryption", "generate-key", "--id", "prod-2025"],
+        [
+            sys.executable,
+            "-m",
+            "durable_agent.temporal.encryption",
+            "generate-key",
+            "--id",
+            "prod-2025",
+        ],
         capture_output=True,
         text=True,
         check=True,

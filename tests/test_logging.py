@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 from temporalio.client import Client
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.logs import configure_logging
-from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.temporal.registry import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status

@@ -11,8 +11,6 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.history_cache import history_cache
-from activities.registry import ActivityConfig, AgentActivityConfig, registry
 from durable_agent import (
     AgentBuilder,
     FunctionModel,
@@ -26,8 +24,10 @@ from durable_agent import (
     UsageLimits,
 )
 from durable_agent.models import AgentInfo
-from workflows import AgentWorkflow, ApprovalSignal
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.history_cache import history_cache
+from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import connect, free_port, new_worker, start_agent, unique, wait_for_status

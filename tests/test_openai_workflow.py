@@ -27,10 +27,11 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities.registry import ActivityConfig, AgentActivityConfig, registry
 from durable_agent import Agent, AgentBuilder
 from durable_agent.logs import configure_logging
 from durable_agent.models.openai import OpenAIChatModel
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
+from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
 from tests.support.openai_server import (
     ErrorReply,
     FakeOpenAIServer,
@@ -38,7 +39,6 @@ from tests.support.openai_server import (
     TextReply,
     ToolCallsReply,
 )
-from workflows import AgentWorkflow, AgentWorkflowInput
 
 from .temporal_support import new_worker
 

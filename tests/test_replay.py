@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from workflows import DurableAgentPlugin
+from durable_agent.temporal import DurableAgentPlugin
 
 from .replay_agents import register_replay_agents
 
@@ -32,8 +32,8 @@ async def test_history_replays(path: Path) -> None:
 
 async def test_a_changed_agent_fails_replay() -> None:
     """The check is real: the same agent, now asking approval for its tool, diverges."""
-    from activities.registry import registry
     from durable_agent import AgentBuilder, TestModel
+    from durable_agent.temporal.registry import registry
 
     from .helpers import call, text_response, tool_response
     from .replay_agents import get_weather

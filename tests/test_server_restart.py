@@ -6,10 +6,10 @@ import asyncio
 import uuid
 from pathlib import Path
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, TestModel
-from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.registry import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, free_port, new_worker, wait_for_status

@@ -34,7 +34,6 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.registry import registry
 from durable_agent import (
     AgentBuilder,
     FunctionModel,
@@ -45,10 +44,11 @@ from durable_agent import (
     ToolContext,
     ToolReturnPart,
 )
-from workflows import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
-from workflows.devserver import DevServer
-from workflows.inputs import AgentStatusView, DeferredResultSignal, SuspendSignal
-from workflows.search_attributes import PENDING_APPROVALS
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.registry import registry
+from durable_agent.temporal.search_attributes import PENDING_APPROVALS
+from durable_agent.temporal.wire import AgentStatusView, DeferredResultSignal, SuspendSignal
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, event_types, new_worker

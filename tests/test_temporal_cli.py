@@ -8,10 +8,10 @@ import uuid
 
 from temporalio.client import Client
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, TestModel
-from workflows import AgentWorkflow
-from workflows.devserver import DevServer, temporal_cli
+from durable_agent.temporal import AgentWorkflow
+from durable_agent.temporal.devserver import DevServer, temporal_cli
+from durable_agent.temporal.registry import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, TestModel
-from workflows import AgentWorkflow, AgentWorkflowInput
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.registry import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from workflows import AgentWorkflow, AgentWorkflowInput
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
+from durable_agent.temporal.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

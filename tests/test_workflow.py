@@ -9,13 +9,13 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from activities.registry import registry
 from durable_agent import AgentBuilder, AgentExecutionNode, TestModel
-from workflows import (
+from durable_agent.temporal import (
     AgentWorkflow,
     ApprovalSignal,
     ResumeSignal,
 )
+from durable_agent.temporal.registry import registry
 
 from .helpers import CallLog, RecordingExecutor, call, normalized, text_response, tool_response
 from .temporal_support import activity_summaries, new_worker, start_agent, unique, wait_for_status

@@ -10,7 +10,6 @@ import asyncio
 import os
 from pathlib import Path
 
-from activities.registry import ActivityConfig, AgentActivityConfig, registry
 from durable_agent import (
     AgentBuilder,
     FunctionModel,
@@ -21,6 +20,7 @@ from durable_agent import (
     ToolContext,
 )
 from durable_agent.models import AgentInfo
+from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
 
 __all__ = ["AGENTS"]
 

@@ -1,43 +1,13 @@
-"""The Temporal side: `AgentWorkflow`, its executor and runner, inputs and the plugin."""
+"""The workflows this application's worker runs.
+
+`AgentWorkflow` is the library's (`durable_agent.temporal.workflow`); what this
+application adds is its agents (`workflows.agents`), which the workflow runs by name.
+"""
 
 from __future__ import annotations
 
-from .agent_workflow import AgentWorkflow
-from .inputs import (
-    AgentStatusView,
-    AgentWorkflowInput,
-    AgentWorkflowResult,
-    ApprovalSignal,
-    DeferredResultSignal,
-    HistoryPageQuery,
-    PendingApprovalView,
-    ResumeSignal,
-    SuspendSignal,
-    UpdateAccepted,
-)
-from .plugin import DurableAgentPlugin
-from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS, SEARCH_ATTRIBUTES
-from .temporal_executor import TemporalExecutor
+from durable_agent.temporal import AgentWorkflow
 
-__all__ = [
-    "AGENT_NAME",
-    "AGENT_STATUS",
-    "DEFAULT_TASK_QUEUE",
-    "PENDING_APPROVALS",
-    "SEARCH_ATTRIBUTES",
-    "AgentStatusView",
-    "AgentWorkflow",
-    "AgentWorkflowInput",
-    "AgentWorkflowResult",
-    "ApprovalSignal",
-    "DeferredResultSignal",
-    "DurableAgentPlugin",
-    "HistoryPageQuery",
-    "PendingApprovalView",
-    "ResumeSignal",
-    "SuspendSignal",
-    "TemporalExecutor",
-    "UpdateAccepted",
-]
+__all__ = ["WORKFLOWS", "AgentWorkflow"]
 
-DEFAULT_TASK_QUEUE = "durable-agent"
+WORKFLOWS = [AgentWorkflow]

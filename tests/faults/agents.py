@@ -23,7 +23,6 @@ from pathlib import Path
 
 from temporalio import activity
 
-from activities.registry import ActivityConfig, AgentActivityConfig, registry
 from durable_agent import (
     Agent,
     AgentBuilder,
@@ -38,6 +37,7 @@ from durable_agent import (
     ToolReturnPart,
 )
 from durable_agent.models import AgentInfo
+from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
 
 __all__ = ["AGENTS", "STEPS_OUTPUT", "FANOUT_TOOL_STEPS", "fanout_output"]
 

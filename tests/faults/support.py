@@ -25,11 +25,16 @@ from typing import Any, TypeVar
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from durable_agent.temporal import (
+    AgentWorkflow,
+    AgentWorkflowInput,
+    AgentWorkflowResult,
+    HistoryPageQuery,
+)
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.wire import HistorySegment
 from tests.helpers import normalized
 from tests.temporal_support import connect
-from workflows import AgentWorkflow, AgentWorkflowInput, AgentWorkflowResult, HistoryPageQuery
-from workflows.devserver import DevServer
-from workflows.inputs import HistorySegment
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS_MODULE = "tests.faults.agents"

@@ -14,8 +14,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentExecutionNode
-from workflows import AgentWorkflow, ApprovalSignal, ResumeSignal
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal, ResumeSignal
+from durable_agent.temporal.devserver import DevServer
 
 from .support import Faults, Handle
 

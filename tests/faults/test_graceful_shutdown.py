@@ -8,7 +8,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-from workflows.devserver import DevServer
+from durable_agent.temporal.devserver import DevServer
 
 from .agents import STEPS_OUTPUT
 from .support import Faults

@@ -10,8 +10,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows import AgentWorkflow
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow
+from durable_agent.temporal.devserver import DevServer
 
 from .support import Faults
 

@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.failure.v1 import Failure as HistoryFailure
 from temporalio.client import WorkflowExecutionStatus
 
-from workflows.devserver import DevServer
+from durable_agent.temporal.devserver import DevServer
 
 from .agents import FANOUT_TOOL_STEPS, fanout_output
 from .support import Faults, Handle, WorkerProcess, unique

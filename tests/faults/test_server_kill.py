@@ -7,8 +7,8 @@ import asyncio
 import signal
 from pathlib import Path
 
+from durable_agent.temporal.devserver import DevServer
 from tests.temporal_support import free_port
-from workflows.devserver import DevServer
 
 from .agents import STEPS_OUTPUT
 from .support import Faults, unique

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from durable_agent import AgentExecutionNode
-from workflows import AgentWorkflow, ApprovalSignal, ResumeSignal
-from workflows.devserver import DevServer
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal, ResumeSignal
+from durable_agent.temporal.devserver import DevServer
 
 from .agents import STEPS_OUTPUT
 from .support import Faults, Handle

@@ -12,7 +12,7 @@ filtering, and hold no conversation content).
 Turn it on by giving the worker and every client that reads or writes runs the same keys
 (a client without them sees `Unknown payload encoding binary/encrypted`):
 
-    python -m workflows.encryption generate-key          # prints e.g. k20250601-3fa2:BASE64
+    python -m durable_agent.temporal.encryption generate-key   # prints k20250601-3fa2:BASE64
     export DURABLE_AGENT_ENCRYPTION_KEYS='k20250601-3fa2:BASE64'
     python worker.py
 
@@ -26,7 +26,7 @@ Plaintext payloads pass through decoding untouched, so switching encryption on d
 break runs started before it.
 
 To read payloads in the Web UI or the `temporal` CLI, run the codec server
-(`workflows.codec_server`) with the same keys. Replaying a downloaded history needs the
+(`durable_agent.temporal.codec_server`) with the same keys. Replaying a downloaded history needs the
 codec too: `Replayer(workflows=[], plugins=[DurableAgentPlugin(codec=...)])`.
 
 Each payload is AES-256-GCM encrypted as a whole serialized `Payload` (metadata included,
@@ -109,7 +109,7 @@ def parse_keys(spec: str) -> tuple[dict[str, bytes], str]:
         if not sep or not key_id:
             raise EncryptionError(
                 f"{ENV_VAR}: an entry is not `id:base64key` (entry number {len(keys) + 1}); "
-                "generate one with `python -m workflows.encryption generate-key`"
+                "generate one with `python -m durable_agent.temporal.encryption generate-key`"
             )
         if not _KEY_ID.match(key_id):
             raise EncryptionError(
@@ -132,7 +132,7 @@ def parse_keys(spec: str) -> tuple[dict[str, bytes], str]:
     if not keys:
         raise EncryptionError(
             f"{ENV_VAR} lists no keys; set it to `id:base64key` "
-            "(`python -m workflows.encryption generate-key` makes one)"
+            "(`python -m durable_agent.temporal.encryption generate-key` makes one)"
         )
     return keys, active
 
@@ -166,7 +166,7 @@ class EncryptionCodec(PayloadCodec):
         if not spec.strip():
             raise EncryptionError(
                 f"{ENV_VAR} is not set; set it to `id:base64key` "
-                "(`python -m workflows.encryption generate-key` makes one)"
+                "(`python -m durable_agent.temporal.encryption generate-key` makes one)"
             )
         keys, active = parse_keys(spec)
         return cls(keys, active)
@@ -238,7 +238,7 @@ def codec_from_env(environ: Mapping[str, str] = os.environ) -> EncryptionCodec |
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workflows.encryption", description="Payload encryption keys."
+        prog="python -m durable_agent.temporal.encryption", description="Payload encryption keys."
     )
     commands = parser.add_subparsers(dest="command", required=True)
     generate = commands.add_parser(

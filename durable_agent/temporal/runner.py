@@ -16,7 +16,6 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from activities.registry import ActivityConfig, AgentRegistration
 from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse
 from durable_agent.nodes import (
     ModelRequestInput,
@@ -26,9 +25,10 @@ from durable_agent.nodes import (
     ToolCallOutcome,
     ValidateOutputInput,
 )
+from durable_agent.temporal.registry import ActivityConfig, AgentRegistration
 
 from .history import EMPTY_DIGEST, HistoryDigest
-from .inputs import (
+from .wire import (
     HistoryRef,
     ModelRequestActivityInput,
     PrepareActivityInput,

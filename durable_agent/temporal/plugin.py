@@ -17,7 +17,7 @@ from temporalio.converter import (
 from temporalio.plugin import SimplePlugin
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from .agent_workflow import AgentWorkflow
+from .workflow import AgentWorkflow
 
 __all__ = ["PASSTHROUGH_MODULES", "DurableAgentPlugin", "data_converter"]
 
@@ -33,12 +33,14 @@ class DurableAgentPlugin(SimplePlugin):
     def __init__(
         self, *, converter: DataConverter | None = None, codec: PayloadCodec | None = None
     ) -> None:
-        """`codec` (e.g. `workflows.encryption.EncryptionCodec`) encodes every payload.
+        """`codec` (e.g. `durable_agent.temporal.encryption.EncryptionCodec`) encodes every payload.
 
         With a codec, failure messages and stack traces move into an encoded payload too,
         since a tool's or model's error text can quote the conversation.
         """
-        from activities.nodes import ALL_ACTIVITIES  # activities import workflow inputs
+        from durable_agent.temporal.activities import (
+            ALL_ACTIVITIES,  # activities import workflow inputs
+        )
 
         converter = converter or data_converter()
         if codec is not None:
@@ -63,7 +65,7 @@ class DurableAgentPlugin(SimplePlugin):
     @classmethod
     def from_env(cls) -> DurableAgentPlugin:
         """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set; raises
-        `workflows.encryption.EncryptionError` when the keys there are malformed."""
+        `durable_agent.temporal.encryption.EncryptionError` when the keys there are malformed."""
         from .encryption import codec_from_env
 
         return cls(codec=codec_from_env())

@@ -1,13 +1,13 @@
 """A codec server, so the Web UI and the `temporal` CLI can show encrypted payloads.
 
 With `DURABLE_AGENT_ENCRYPTION_KEYS` set, Temporal stores only ciphertext (see
-`workflows.encryption`), and the Web UI shows `binary/encrypted` blobs. The UI (in your
+`durable_agent.temporal.encryption`), and the Web UI shows `binary/encrypted` blobs. The UI (in your
 browser) and the CLI instead send those payloads to this server, which holds the keys and
 returns plaintext. The keys never reach Temporal, and only people who can reach this server
 (and hold its token, if one is set) can read the runs.
 
     export DURABLE_AGENT_ENCRYPTION_KEYS='k20250601-3fa2:BASE64'   # same keys as the worker
-    python -m workflows.codec_server --port 8081
+    python -m durable_agent.temporal.codec_server --port 8081
 
 Point the UI at it, either once for everyone using the dev server:
 
@@ -200,7 +200,7 @@ def _is_loopback(host: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m workflows.codec_server",
+        prog="python -m durable_agent.temporal.codec_server",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

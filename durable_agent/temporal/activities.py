@@ -19,8 +19,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
-from workflows.history import extend_digest
-from workflows.inputs import (
+from durable_agent.temporal.history import extend_digest
+from durable_agent.temporal.wire import (
     ModelRequestActivityInput,
     PrepareActivityInput,
     ToolCallActivityInput,

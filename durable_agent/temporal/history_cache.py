@@ -15,8 +15,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import ModelMessage
-from workflows.history import EMPTY_DIGEST, extend_digest
-from workflows.inputs import HistoryPageQuery, HistoryRef, HistorySegment
+from durable_agent.temporal.history import EMPTY_DIGEST, extend_digest
+from durable_agent.temporal.wire import HistoryPageQuery, HistoryRef, HistorySegment
 
 __all__ = ["HistoryCache", "history_cache"]
 

@@ -53,11 +53,11 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentExecutionNode, AgentResumeEvidence, RunStatus, Usage
-
-from . import DEFAULT_TASK_QUEUE
-from .agent_workflow import AgentWorkflow
-from .encryption import EncryptionError
-from .inputs import (
+from durable_agent.temporal import DEFAULT_TASK_QUEUE
+from durable_agent.temporal.encryption import EncryptionError
+from durable_agent.temporal.plugin import DurableAgentPlugin
+from durable_agent.temporal.search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+from durable_agent.temporal.wire import (
     AgentStatusView,
     AgentWorkflowInput,
     AgentWorkflowResult,
@@ -68,8 +68,7 @@ from .inputs import (
     SuspendSignal,
     UpdateAccepted,
 )
-from .plugin import DurableAgentPlugin
-from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+from durable_agent.temporal.workflow import AgentWorkflow
 
 __all__ = [
     "EXIT_CONNECT",
@@ -960,7 +959,7 @@ def main(argv: list[str] | None = None) -> int:
     """The `durable-agent` console script.
 
     With an explicit `argv` it returns the exit code. Without one (the console script,
-    `python -m workflows.cli`) it ends the process itself: the Temporal client's Rust threads
+    `python -m durable_agent.cli`) it ends the process itself: the Temporal client's Rust threads
     can abort CPython's shutdown (temporalio/sdk-python#300, exit status 134), which would
     break the exit codes scripts rely on.
     """
@@ -981,11 +980,3 @@ def _exit_process(code: int) -> NoReturn:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    # Run the importable module, not this `__main__` copy: its pydantic models resolve their
-    # annotations in the `workflows.cli` namespace.
-    from workflows.cli import main as _main
-
-    raise SystemExit(_main())

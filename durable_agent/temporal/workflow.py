@@ -20,7 +20,6 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.registry import AgentRegistration, registry
     from durable_agent import (
         AgentCheckpoint,
         AgentError,
@@ -36,8 +35,12 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         apply_hitl_decisions,
     )
+    from durable_agent.temporal.registry import AgentRegistration, registry
 
-    from .inputs import (
+    from .executor import CONTINUE_AS_NEW, TemporalExecutor
+    from .runner import ActivityNodeRunner, WorkflowIdSource
+    from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+    from .wire import (
         MAX_PROMPT_CHARS,
         AgentStatusView,
         AgentWorkflowInput,
@@ -52,9 +55,6 @@ with workflow.unsafe.imports_passed_through():
         SuspendSignal,
         UpdateAccepted,
     )
-    from .runner import ActivityNodeRunner, WorkflowIdSource
-    from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
-    from .temporal_executor import CONTINUE_AS_NEW, TemporalExecutor
 
 __all__ = ["AgentWorkflow"]
 

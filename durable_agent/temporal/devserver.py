@@ -52,7 +52,7 @@ class DevServer:
         ui_codec_endpoint: str | None = None,
     ) -> None:
         """`ui_codec_endpoint` points the Web UI at a codec server (see
-        `workflows.codec_server`) so it can show encrypted payloads decrypted."""
+        `durable_agent.temporal.codec_server`) so it can show encrypted payloads decrypted."""
         self.db_file = Path(db_file)
         self.port = port
         self.ui_port = ui_port

@@ -1,0 +1,33 @@
+"""The example agents' tools: plain functions, run by the `tool_call` activity."""
+
+from __future__ import annotations
+
+__all__ = ["deploy", "get_weather", "service_status"]
+
+
+async def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: the city name, e.g. "Paris"
+    """
+    return f"sunny and 21°C in {city}"
+
+
+async def service_status(env: str) -> str:
+    """Health of the service in an environment.
+
+    Args:
+        env: "staging" or "prod"
+    """
+    return f"{env}: all checks green"
+
+
+async def deploy(env: str, version: str) -> str:
+    """Deploy a version of the service. Needs a human's approval.
+
+    Args:
+        env: "staging" or "prod"
+        version: the version tag to deploy
+    """
+    return f"deployed {version} to {env}"

@@ -1,0 +1,56 @@
+"""The Temporal integration: `AgentWorkflow`, its executor and activities, the plugin that
+hosts agents on a worker, and the client people and scripts drive runs with."""
+
+from __future__ import annotations
+
+from .executor import TemporalExecutor
+from .plugin import DurableAgentPlugin
+from .registry import (
+    ActivityConfig,
+    AgentActivityConfig,
+    AgentRegistration,
+    AgentRegistry,
+    registry,
+)
+from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS, SEARCH_ATTRIBUTES
+from .wire import (
+    AgentStatusView,
+    AgentWorkflowInput,
+    AgentWorkflowResult,
+    ApprovalSignal,
+    DeferredResultSignal,
+    HistoryPageQuery,
+    PendingApprovalView,
+    ResumeSignal,
+    SuspendSignal,
+    UpdateAccepted,
+)
+from .workflow import AgentWorkflow
+
+__all__ = [
+    "AGENT_NAME",
+    "AGENT_STATUS",
+    "DEFAULT_TASK_QUEUE",
+    "PENDING_APPROVALS",
+    "SEARCH_ATTRIBUTES",
+    "ActivityConfig",
+    "AgentActivityConfig",
+    "AgentRegistration",
+    "AgentRegistry",
+    "AgentStatusView",
+    "AgentWorkflow",
+    "AgentWorkflowInput",
+    "AgentWorkflowResult",
+    "ApprovalSignal",
+    "DeferredResultSignal",
+    "DurableAgentPlugin",
+    "HistoryPageQuery",
+    "PendingApprovalView",
+    "ResumeSignal",
+    "SuspendSignal",
+    "TemporalExecutor",
+    "UpdateAccepted",
+    "registry",
+]
+
+DEFAULT_TASK_QUEUE = "durable-agent"
