@@ -6,15 +6,16 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, cast
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
+from .controller import RunController
 from .errors import UserError
-from .executor import AgentCheckpoint, AgentExecutionNode, AgentExecutor, DirectAgentExecutor
+from .executor import AgentCheckpoint, AgentExecutor, DirectAgentExecutor
 from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
-from .ids import IdSource, SystemIdSource, new_id
-from .loop import AgentLoop, apply_hitl_decisions
+from .ids import IdSource, SystemIdSource
 from .messages import ModelMessage
 from .models.base import Model, ModelRequestParameters, ModelSettings
 from .output import OUTPUT_TOOL_NAME, OutputValidator
@@ -26,7 +27,9 @@ from .usage import Usage, UsageLimits
 
 __all__ = ["Agent", "AgentBuilder", "AgentResult"]
 
-OutputT = TypeVar("OutputT")
+OutputT = TypeVar("OutputT", default=str)
+NewOutputT = TypeVar("NewOutputT", bound=BaseModel)
+OversizedToolResult = Literal["truncate", "fail"]
 Instructions = str | Callable[[ToolContext], str | Awaitable[str]]
 
 
@@ -57,7 +60,7 @@ class AgentResult(Generic[OutputT]):
 
 
 @dataclass(frozen=True)
-class Agent:
+class Agent(Generic[OutputT]):
     """A configured agent. Immutable: `with_executor` returns a new one."""
 
     model: Model
@@ -73,9 +76,12 @@ class Agent:
     parallel_tool_calls: bool = True
     max_concurrent_tools: int | None = None
     model_settings: ModelSettings | None = None
+    max_tool_result_bytes: int = 256_000
+    """Tool results larger than this (as JSON) are truncated or fail the run."""
+    oversized_tool_result: OversizedToolResult = "truncate"
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
 
-    def with_executor(self, executor: AgentExecutor) -> Agent:
+    def with_executor(self, executor: AgentExecutor) -> Agent[OutputT]:
         return replace(self, executor=executor)
 
     # -- configuration read by the loop and the nodes ------------------------------------
@@ -126,54 +132,31 @@ class Agent:
 
     # -- running ---------------------------------------------------------------------------
 
-    def _result(self, state: AgentRunState) -> AgentResult[Any]:
+    def _result(self, state: AgentRunState) -> AgentResult[OutputT]:
         output: Any = state.output
         if self.output_type is not None and state.structured_output is not None:
             output = self.output_type.model_validate(state.structured_output)
         return AgentResult(
-            output=output if state.status == RunStatus.COMPLETED else None,
+            output=cast(OutputT, output) if state.status == RunStatus.COMPLETED else None,
             structured_output=state.structured_output,
             state=state,
             usage=state.usage,
         )
 
-    def _loop(
+    def controller(
         self,
-        state: AgentRunState,
         *,
-        runner: NodeRunner | None,
-        ids: IdSource | None,
-        sink: StreamSink | None,
-        stream_start: int,
-    ) -> AgentLoop:
-        return AgentLoop(
+        runner: NodeRunner | None = None,
+        ids: IdSource | None = None,
+        sink: StreamSink | None = None,
+    ) -> RunController:
+        """The in-process driver: nodes run here, checkpoints go to this agent's executor."""
+        return RunController(
             self,
-            state,
             runner=runner or DirectNodeRunner(self),
             executor=self.executor,
             ids=ids or SystemIdSource(),
             sink=sink,
-            stream_start=stream_start,
-        )
-
-    def new_state(
-        self,
-        prompt: str,
-        *,
-        ids: IdSource,
-        message_history: Sequence[ModelMessage] | None = None,
-        conversation_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> AgentRunState:
-        if not isinstance(prompt, str):
-            raise UserError(f"prompt must be a string, got {type(prompt).__name__}")
-        return AgentRunState(
-            run_id=new_id(ids, "run"),
-            conversation_id=conversation_id or new_id(ids, "conv"),
-            message_history=list(message_history or []),
-            metadata=dict(metadata or {}),
-            pending_prompt=prompt,
-            status=RunStatus.RUNNING,
         )
 
     async def run(
@@ -186,19 +169,16 @@ class Agent:
         sink: StreamSink | None = None,
         runner: NodeRunner | None = None,
         ids: IdSource | None = None,
-    ) -> AgentResult[Any]:
+    ) -> AgentResult[OutputT]:
         """Runs to completion, or to a wait for a human; raises `ExecutionSuspended` on Suspend."""
-        ids = ids or SystemIdSource()
-        state = self.new_state(
+        controller = self.controller(runner=runner, ids=ids, sink=sink)
+        state = controller.new_state(
             prompt,
-            ids=ids,
             message_history=message_history,
             conversation_id=conversation_id,
             metadata=metadata,
         )
-        loop = self._loop(state, runner=runner, ids=ids, sink=sink, stream_start=0)
-        loop._emit("run_start", None, conversation_id=state.conversation_id, agent=self.name)
-        return self._result(await loop.drive(AgentExecutionNode.RUN_START))
+        return self._result(await controller.start(state))
 
     async def resume(
         self,
@@ -207,22 +187,10 @@ class Agent:
         sink: StreamSink | None = None,
         runner: NodeRunner | None = None,
         ids: IdSource | None = None,
-    ) -> AgentResult[Any]:
+    ) -> AgentResult[OutputT]:
         """Continues from a stored checkpoint, doing that node's work and what follows."""
-        if checkpoint.node is AgentExecutionNode.RUN_FAILED:
-            raise UserError(
-                f"checkpoint {checkpoint.checkpoint_id} records a failed run; resume from an "
-                "earlier checkpoint instead"
-            )
-        state = checkpoint.state.snapshot()
-        loop = self._loop(
-            state,
-            runner=runner,
-            ids=ids,
-            sink=sink,
-            stream_start=checkpoint.resume.cursor.stream_cursor + 2,
-        )
-        return self._result(await loop.drive(checkpoint.node, skip_boundary=True))
+        controller = self.controller(runner=runner, ids=ids, sink=sink)
+        return self._result(await controller.resume(checkpoint))
 
     async def resume_after_hitl(
         self,
@@ -233,11 +201,12 @@ class Agent:
         sink: StreamSink | None = None,
         runner: NodeRunner | None = None,
         ids: IdSource | None = None,
-    ) -> AgentResult[Any]:
+    ) -> AgentResult[OutputT]:
         """Continues a waiting run once every pending call has a decision or result."""
-        resumed = apply_hitl_decisions(state, approvals, deferred_results)
-        loop = self._loop(resumed, runner=runner, ids=ids, sink=sink, stream_start=0)
-        return self._result(await loop.drive(AgentExecutionNode.TOOL_CALL))
+        controller = self.controller(runner=runner, ids=ids, sink=sink)
+        return self._result(
+            await controller.continue_after_hitl(state, approvals, deferred_results)
+        )
 
     async def run_stream(
         self, prompt: str, *, message_history: Sequence[ModelMessage] | None = None
@@ -259,7 +228,7 @@ class Agent:
         await task
 
 
-class AgentBuilder:
+class AgentBuilder(Generic[OutputT]):
     """Chainable configuration; `build()` checks it and returns an `Agent`."""
 
     def __init__(self, model: Model) -> None:
@@ -281,67 +250,82 @@ class AgentBuilder:
         self._parallel = True
         self._max_concurrent: int | None = None
         self._settings: ModelSettings | None = None
+        self._max_tool_result_bytes = 256_000
+        self._oversized: OversizedToolResult = "truncate"
 
-    def name(self, name: str) -> AgentBuilder:
+    def name(self, name: str) -> AgentBuilder[OutputT]:
         self._name = name
         return self
 
-    def instructions(self, instructions: Instructions) -> AgentBuilder:
+    def instructions(self, instructions: Instructions) -> AgentBuilder[OutputT]:
         self._instructions = instructions
         return self
 
-    def tool(self, tool: ToolFunc | Tool, **options: Any) -> AgentBuilder:
+    def tool(self, tool: ToolFunc | Tool, **options: Any) -> AgentBuilder[OutputT]:
         self._tools.append(tool if isinstance(tool, Tool) else Tool(tool, **options))
         return self
 
-    def tools(self, tools: Sequence[ToolFunc | Tool]) -> AgentBuilder:
+    def tools(self, tools: Sequence[ToolFunc | Tool]) -> AgentBuilder[OutputT]:
         for tool in tools:
             self.tool(tool)
         return self
 
-    def output_type(self, output_type: type[BaseModel]) -> AgentBuilder:
+    def output_type(self, output_type: type[NewOutputT]) -> AgentBuilder[NewOutputT]:
         if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
             raise UserError(f"output_type must be a pydantic model class, got {output_type!r}")
         self._output_type = output_type
-        return self
+        return cast(AgentBuilder[NewOutputT], self)
 
-    def output_validator(self, validator: OutputValidator) -> AgentBuilder:
+    def output_validator(self, validator: OutputValidator) -> AgentBuilder[OutputT]:
         self._validators.append(validator)
         return self
 
-    def output_retries(self, retries: int) -> AgentBuilder:
+    def output_retries(self, retries: int) -> AgentBuilder[OutputT]:
         self._output_retries = retries
         return self
 
-    def approval_required_tools(self, names: Sequence[str]) -> AgentBuilder:
+    def approval_required_tools(self, names: Sequence[str]) -> AgentBuilder[OutputT]:
         self._approval.extend(names)
         return self
 
-    def usage_limits(self, limits: UsageLimits) -> AgentBuilder:
+    def usage_limits(self, limits: UsageLimits) -> AgentBuilder[OutputT]:
         self._limits = limits
         return self
 
-    def max_steps(self, steps: int) -> AgentBuilder:
+    def max_steps(self, steps: int) -> AgentBuilder[OutputT]:
         if steps < 1:
             raise UserError(f"max_steps must be at least 1, got {steps}")
         self._max_steps = steps
         return self
 
-    def sequential_tool_calls(self, sequential: bool = True) -> AgentBuilder:
+    def sequential_tool_calls(self, sequential: bool = True) -> AgentBuilder[OutputT]:
         self._parallel = not sequential
         return self
 
-    def max_concurrent_tools(self, limit: int) -> AgentBuilder:
+    def max_concurrent_tools(self, limit: int) -> AgentBuilder[OutputT]:
         if limit < 1:
             raise UserError(f"max_concurrent_tools must be at least 1, got {limit}")
         self._max_concurrent = limit
         return self
 
-    def model_settings(self, settings: ModelSettings) -> AgentBuilder:
+    def model_settings(self, settings: ModelSettings) -> AgentBuilder[OutputT]:
         self._settings = settings
         return self
 
-    def build(self) -> Agent:
+    def max_tool_result_bytes(
+        self, limit: int, *, oversized: OversizedToolResult = "truncate"
+    ) -> AgentBuilder[OutputT]:
+        """Bounds what one tool result may put into the conversation (256 kB by default):
+        larger results are truncated with a note the model can read, or fail the run."""
+        if limit < 1:
+            raise UserError(f"max_tool_result_bytes must be at least 1, got {limit}")
+        if oversized not in ("truncate", "fail"):
+            raise UserError(f"oversized must be 'truncate' or 'fail', got {oversized!r}")
+        self._max_tool_result_bytes = limit
+        self._oversized = oversized
+        return self
+
+    def build(self) -> Agent[OutputT]:
         tools: dict[str, Tool] = {}
         for tool in self._tools:
             if tool.name in tools:
@@ -369,4 +353,6 @@ class AgentBuilder:
             parallel_tool_calls=self._parallel,
             max_concurrent_tools=self._max_concurrent,
             model_settings=self._settings,
+            max_tool_result_bytes=self._max_tool_result_bytes,
+            oversized_tool_result=self._oversized,
         )

@@ -19,10 +19,12 @@ __all__ = [
     "CallDeferred",
     "ExecutionSuspended",
     "HitlDecisionError",
+    "InvalidInput",
     "MaxStepsExceeded",
     "ModelHTTPError",
     "ModelRetry",
     "OutputRetryLimitExceeded",
+    "ToolResultTooLarge",
     "ToolRetryLimitExceeded",
     "UnexpectedModelBehavior",
     "UnknownAgentError",
@@ -52,6 +54,12 @@ class UnknownAgentError(UserError):
     kind = "unknown_agent"
 
 
+class InvalidInput(UserError):
+    """What a run was started with cannot be run (an empty prompt, say); nothing ran."""
+
+    kind = "invalid_input"
+
+
 class HitlDecisionError(UserError):
     """Approval decisions or deferred results that do not match the pending calls."""
 
@@ -72,6 +80,13 @@ class MaxStepsExceeded(AgentError):
 
 class ToolRetryLimitExceeded(AgentError):
     kind = "tool_retry_limit_exceeded"
+
+
+class ToolResultTooLarge(AgentError):
+    """A tool returned more than the agent's `max_tool_result_bytes` allow, with
+    `oversized_tool_result="fail"`."""
+
+    kind = "tool_result_too_large"
 
 
 class OutputRetryLimitExceeded(AgentError):

@@ -36,9 +36,14 @@ from .ids import IdSource, format_timestamp, new_id
 from .messages import ModelRequest, ModelRequestPart, ToolCall, ToolReturn
 from .nodes import (
     ModelRequestInput,
+    OutputOk,
     PrepareModelRequestInput,
+    RunRef,
+    ToolApprovalNeeded,
     ToolCallInput,
     ToolCallOutcome,
+    ToolDeferred,
+    ToolRetry,
     ValidateOutputInput,
 )
 from .runner import NodeRunner
@@ -63,7 +68,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[Any],
         state: AgentRunState,
         *,
         runner: NodeRunner,
@@ -87,9 +92,7 @@ class AgentLoop:
 
     # -- stream and boundaries -------------------------------------------------------------
 
-    def _emit(
-        self, kind: StreamKind, node: AgentExecutionNode | None = None, /, **data: Any
-    ) -> int:
+    def emit(self, kind: StreamKind, node: AgentExecutionNode | None = None, /, **data: Any) -> int:
         seq = self.seq
         self.seq += 1
         if self.sink is not None:
@@ -117,9 +120,9 @@ class AgentLoop:
         )
 
     async def _boundary(self, node: AgentExecutionNode) -> None:
-        cursor = self._emit("node_start", node)
+        cursor = self.emit("node_start", node)
         checkpoint = self._checkpoint(node, cursor)
-        self._emit("checkpoint", node, checkpoint_id=checkpoint.checkpoint_id)
+        self.emit("checkpoint", node, checkpoint_id=checkpoint.checkpoint_id)
         try:
             decision = await self.executor.checkpoint(checkpoint)
         except (asyncio.CancelledError, ExecutionSuspended):
@@ -129,7 +132,7 @@ class AgentLoop:
                 f"executor {type(self.executor).__name__} failed at {node.value}: {exc}"
             ) from exc
         if isinstance(decision, Suspend):
-            self._emit("suspended", node, reason=decision.reason)
+            self.emit("suspended", node, reason=decision.reason)
             raise ExecutionSuspended(node, decision.reason, checkpoint)
         if not isinstance(decision, Continue):
             raise AgentExecutorError(
@@ -153,7 +156,7 @@ class AgentLoop:
                 else:
                     await self._boundary(current)
                 following = await self._work(current)
-                self._emit("node_complete", current)
+                self.emit("node_complete", current)
                 current = following
         except ExecutionSuspended:
             raise
@@ -163,15 +166,17 @@ class AgentLoop:
         except Exception as exc:
             await self._fail(exc)
             raise
+        finally:
+            self.state.stream_seq = self.seq
         return self.state
 
     async def _fail(self, exc: Exception) -> None:
         state = self.state
         state.status = RunStatus.FAILED
         state.error = RunError(kind=_error_kind(exc), message=str(exc))
-        cursor = self._emit("node_start", N.RUN_FAILED)
+        cursor = self.emit("node_start", N.RUN_FAILED)
         checkpoint = self._checkpoint(N.RUN_FAILED, cursor)
-        self._emit("checkpoint", N.RUN_FAILED, checkpoint_id=checkpoint.checkpoint_id)
+        self.emit("checkpoint", N.RUN_FAILED, checkpoint_id=checkpoint.checkpoint_id)
         if not isinstance(exc, AgentExecutorError):
             # The run has already failed; an executor error here must not hide the cause.
             try:
@@ -180,7 +185,7 @@ class AgentLoop:
                 raise
             except Exception:
                 pass
-        self._emit("run_failed", N.RUN_FAILED, kind=state.error.kind, message=state.error.message)
+        self.emit("run_failed", N.RUN_FAILED, kind=state.error.kind, message=state.error.message)
 
     async def _work(self, node: AgentExecutionNode) -> AgentExecutionNode | None:
         if node is N.RUN_START:
@@ -198,19 +203,19 @@ class AgentLoop:
         if node is N.VALIDATE_OUTPUT:
             return await self._validate_output()
         if node is N.RUN_COMPLETE:
-            self._emit("run_complete", node, output=self.state.output)
+            self.emit("run_complete", node, output=self.state.output)
             return None
         raise AgentExecutorError(f"cannot run from node {node.value!r}")
 
-    def _ref(self) -> dict[str, Any]:
+    def _ref(self) -> RunRef:
         state = self.state
-        return {
-            "run_id": state.run_id,
-            "conversation_id": state.conversation_id,
-            "run_step": state.run_step,
-            "timestamp": format_timestamp(self.ids.now()),
-            "metadata": state.metadata,
-        }
+        return RunRef(
+            run_id=state.run_id,
+            conversation_id=state.conversation_id,
+            run_step=state.run_step,
+            timestamp=format_timestamp(self.ids.now()),
+            metadata=state.metadata,
+        )
 
     # -- model -----------------------------------------------------------------------------
 
@@ -228,8 +233,8 @@ class AgentLoop:
             # Only rendering user input is work (dynamic instructions may do I/O); the rest
             # of the request is assembled here from state.
             fresh = await self.runner.prepare_model_request(
-                PrepareModelRequestInput.model_construct(
-                    **ref, prompt=state.pending_prompt, include_instructions=include_instructions
+                PrepareModelRequestInput.for_run(
+                    ref, prompt=state.pending_prompt, include_instructions=include_instructions
                 )
             )
             for part in fresh.parts:
@@ -238,7 +243,7 @@ class AgentLoop:
             parts=[*head, *(r.to_part() for r in returns), *state.pending_retry_prompts, *tail],
             run_id=state.run_id,
             conversation_id=state.conversation_id,
-            timestamp=ref["timestamp"],
+            timestamp=ref.timestamp,
         )
         state.message_history.append(request)
         state.pending_prompt = None
@@ -257,12 +262,12 @@ class AgentLoop:
                 "raise AgentBuilder.max_steps(...) if the task needs more steps"
             )
         agent.usage_limits.check_before_request(state.usage)
-        self._emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=state.run_step + 1)
+        self.emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=state.run_step + 1)
         response = await self.runner.model_request(
-            ModelRequestInput.model_construct(**self._ref(), messages=state.message_history)
+            ModelRequestInput.for_run(self._ref(), messages=state.message_history)
         )
         usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
-        self._emit(
+        self.emit(
             "model_response",
             N.BEFORE_MODEL_REQUEST,
             run_step=state.run_step + 1,
@@ -291,18 +296,17 @@ class AgentLoop:
         state = self.state
         assert state.latest_response is not None, "validate_output without a response"
         outcome = await self.runner.validate_output(
-            ValidateOutputInput.model_construct(
-                **self._ref(),
+            ValidateOutputInput.for_run(
+                self._ref(),
                 response=state.latest_response,
                 attempt=state.output_validation_attempt,
             )
         )
-        if outcome.kind == "ok":
+        if isinstance(outcome, OutputOk):
             state.output = outcome.output
             state.structured_output = outcome.structured_output
             state.status = RunStatus.COMPLETED
             return N.RUN_COMPLETE
-        assert outcome.retry_prompt is not None
         state.output_validation_attempt += 1
         if state.output_validation_attempt > self.agent.output_retries:
             raise OutputRetryLimitExceeded(
@@ -369,7 +373,7 @@ class AgentLoop:
         state.active_tool_call_id = None
         if state.pending_approval_tool_returns or state.deferred_tool_returns:
             state.status = RunStatus.WAITING
-            self._emit(
+            self.emit(
                 "waiting",
                 N.TOOL_RETURN,
                 pending_approvals=[a.tool_call_id for a in state.pending_approval_tool_returns],
@@ -409,8 +413,8 @@ class AgentLoop:
                 continue
             decision = approval.decision if approval is not None else None
             planned.append(
-                ToolCallInput.model_construct(
-                    **self._ref(),
+                ToolCallInput.for_run(
+                    self._ref(),
                     call=call,
                     retry=state.tool_retries.get(call.name, 0),
                     approved=decision is not None,
@@ -422,9 +426,7 @@ class AgentLoop:
             return
         agent.usage_limits.check_before_tool_calls(state.usage, len(planned))
         for item in planned:
-            self._emit(
-                "tool_call", N.TOOL_CALL, tool_call_id=item.call.id, tool_name=item.call.name
-            )
+            self.emit("tool_call", N.TOOL_CALL, tool_call_id=item.call.id, tool_name=item.call.name)
         outcomes = await self._run_tools(planned)
         for item, outcome in zip(planned, outcomes, strict=True):
             self._apply_outcome(item.call, outcome)
@@ -446,21 +448,20 @@ class AgentLoop:
     def _apply_outcome(self, call: ToolCall, outcome: ToolCallOutcome) -> None:
         state = self.state
         self._drop_approval(call.id)
-        if outcome.kind == "approval_required":
+        if isinstance(outcome, ToolApprovalNeeded):
             state.pending_approval_tool_returns = [
                 *state.pending_approval_tool_returns,
                 PendingToolApproval.for_call(call, outcome.reason, outcome.metadata),
             ]
             return
-        if outcome.kind == "deferred":
+        if isinstance(outcome, ToolDeferred):
             state.deferred_tool_returns = [
                 *state.deferred_tool_returns,
                 DeferredToolCall.for_call(call, outcome.reason, outcome.metadata),
             ]
             return
         tool_return = outcome.tool_return
-        assert tool_return is not None, f"{outcome.kind} outcome without a tool return"
-        if outcome.kind == "retry":
+        if isinstance(outcome, ToolRetry):
             used = state.tool_retries.get(call.name, 0) + 1
             limit = self.agent.tool_max_retries(call.name)
             if used > limit:
@@ -474,7 +475,7 @@ class AgentLoop:
             if call.name in state.tool_retries:
                 state.tool_retries = {k: v for k, v in state.tool_retries.items() if k != call.name}
         state.pending_tool_returns = [*state.pending_tool_returns, tool_return]
-        self._emit("tool_return", N.TOOL_CALL, tool_call_id=call.id, is_error=tool_return.is_error)
+        self.emit("tool_return", N.TOOL_CALL, tool_call_id=call.id, is_error=tool_return.is_error)
 
     def _drop_approval(self, call_id: str) -> None:
         state = self.state

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ._fields import omit_empty, omit_none
-from .errors import ApprovalRequired, CallDeferred, ModelRetry, UserError
+from .errors import ApprovalRequired, CallDeferred, ModelRetry, ToolResultTooLarge, UserError
 from .messages import (
     InstructionPart,
     ModelMessage,
@@ -35,16 +35,34 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ModelRequestInput",
+    "OutputOk",
     "OutputOutcome",
+    "OutputOutcomeAdapter",
+    "OutputRetry",
     "PrepareModelRequestInput",
+    "RunRef",
+    "ToolApprovalNeeded",
     "ToolCallInput",
     "ToolCallOutcome",
+    "ToolCallOutcomeAdapter",
+    "ToolDeferred",
+    "ToolReturned",
+    "ToolRetry",
     "ValidateOutputInput",
+    "limit_tool_result",
     "model_request",
     "prepare_model_request",
     "tool_call",
     "validate_output",
 ]
+
+
+class RunRefFields(TypedDict):
+    run_id: str
+    conversation_id: str
+    run_step: int
+    timestamp: str | None
+    metadata: dict[str, Any]
 
 
 class RunRef(BaseModel):
@@ -56,6 +74,15 @@ class RunRef(BaseModel):
     timestamp: str | None = omit_none()
     metadata: dict[str, Any] = omit_empty(factory=dict)
 
+    def fields(self) -> RunRefFields:
+        return RunRefFields(
+            run_id=self.run_id,
+            conversation_id=self.conversation_id,
+            run_step=self.run_step,
+            timestamp=self.timestamp,
+            metadata=self.metadata,
+        )
+
 
 class PrepareModelRequestInput(RunRef):
     """Only what needs rendering; tool returns and retry prompts are added by the loop."""
@@ -63,9 +90,28 @@ class PrepareModelRequestInput(RunRef):
     prompt: str | None = None
     include_instructions: bool = False
 
+    @classmethod
+    def for_run(
+        cls, ref: RunRef, *, prompt: str | None, include_instructions: bool
+    ) -> PrepareModelRequestInput:
+        return cls(**ref.fields(), prompt=prompt, include_instructions=include_instructions)
+
 
 class ModelRequestInput(RunRef):
     messages: list[ModelMessage]
+
+    @classmethod
+    def for_run(cls, ref: RunRef, *, messages: list[ModelMessage]) -> ModelRequestInput:
+        # Not validated: the history is the loop's own, already-validated state, and
+        # revalidating it on every request would make each step cost O(history).
+        return cls.model_construct(
+            run_id=ref.run_id,
+            conversation_id=ref.conversation_id,
+            run_step=ref.run_step,
+            timestamp=ref.timestamp,
+            metadata=ref.metadata,
+            messages=messages,
+        )
 
 
 class ToolCallInput(RunRef):
@@ -75,24 +121,85 @@ class ToolCallInput(RunRef):
     override_arguments: dict[str, Any] | None = None
     idempotency_key: str = ""
 
+    @classmethod
+    def for_run(
+        cls,
+        ref: RunRef,
+        *,
+        call: ToolCall,
+        retry: int,
+        approved: bool,
+        override_arguments: dict[str, Any] | None,
+        idempotency_key: str,
+    ) -> ToolCallInput:
+        return cls(
+            **ref.fields(),
+            call=call,
+            retry=retry,
+            approved=approved,
+            override_arguments=override_arguments,
+            idempotency_key=idempotency_key,
+        )
 
-class ToolCallOutcome(BaseModel):
-    kind: Literal["return", "retry", "approval_required", "deferred"]
-    tool_return: ToolReturn | None = None
+
+class ToolReturned(BaseModel):
+    """The tool ran; its return goes to the model."""
+
+    kind: Literal["return"] = "return"
+    tool_return: ToolReturn
+
+
+class ToolRetry(BaseModel):
+    """The call could not run as asked (bad arguments, `ModelRetry`); the model tries again."""
+
+    kind: Literal["retry"] = "retry"
+    tool_return: ToolReturn
+
+
+class ToolApprovalNeeded(BaseModel):
+    """The tool raised `ApprovalRequired`: the call waits for a human."""
+
+    kind: Literal["approval_required"] = "approval_required"
     reason: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolDeferred(BaseModel):
+    """The tool raised `CallDeferred`: its result arrives later from outside."""
+
+    kind: Literal["deferred"] = "deferred"
+    reason: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+ToolCallOutcome = Annotated[
+    ToolReturned | ToolRetry | ToolApprovalNeeded | ToolDeferred, Field(discriminator="kind")
+]
+ToolCallOutcomeAdapter: TypeAdapter[ToolCallOutcome] = TypeAdapter(ToolCallOutcome)
 
 
 class ValidateOutputInput(RunRef):
     response: ModelResponse
     attempt: int = 0
 
+    @classmethod
+    def for_run(cls, ref: RunRef, *, response: ModelResponse, attempt: int) -> ValidateOutputInput:
+        return cls(**ref.fields(), response=response, attempt=attempt)
 
-class OutputOutcome(BaseModel):
-    kind: Literal["ok", "retry"]
+
+class OutputOk(BaseModel):
+    kind: Literal["ok"] = "ok"
     output: Any = None
     structured_output: Any = None
-    retry_prompt: RetryPromptPart | None = None
+
+
+class OutputRetry(BaseModel):
+    kind: Literal["retry"] = "retry"
+    retry_prompt: RetryPromptPart
+
+
+OutputOutcome = Annotated[OutputOk | OutputRetry, Field(discriminator="kind")]
+OutputOutcomeAdapter: TypeAdapter[OutputOutcome] = TypeAdapter(OutputOutcome)
 
 
 def _context(ref: RunRef, **fields: Any) -> ToolContext:
@@ -105,7 +212,7 @@ def _context(ref: RunRef, **fields: Any) -> ToolContext:
     )
 
 
-async def prepare_model_request(agent: Agent, input: PrepareModelRequestInput) -> ModelRequest:
+async def prepare_model_request(agent: Agent[Any], input: PrepareModelRequestInput) -> ModelRequest:
     """Renders the parts that come from outside the conversation: instructions and prompt."""
     parts: list[ModelRequestPart] = []
     if input.include_instructions:
@@ -124,7 +231,7 @@ async def prepare_model_request(agent: Agent, input: PrepareModelRequestInput) -
     )
 
 
-async def model_request(agent: Agent, input: ModelRequestInput) -> ModelResponse:
+async def model_request(agent: Agent[Any], input: ModelRequestInput) -> ModelResponse:
     response = await agent.model.request(input.messages, agent.request_parameters())
     return response.model_copy(
         update={
@@ -136,8 +243,7 @@ async def model_request(agent: Agent, input: ModelRequestInput) -> ModelResponse
 
 
 def _retry(call: ToolCall, message: str) -> ToolCallOutcome:
-    return ToolCallOutcome(
-        kind="retry",
+    return ToolRetry(
         tool_return=ToolReturn(
             tool_call_id=call.id, name=call.name, content=message, is_error=True, retry=True
         ),
@@ -145,7 +251,7 @@ def _retry(call: ToolCall, message: str) -> ToolCallOutcome:
 
 
 async def tool_call(
-    agent: Agent, input: ToolCallInput, *, sync_in_thread: bool = False
+    agent: Agent[Any], input: ToolCallInput, *, sync_in_thread: bool = False
 ) -> ToolCallOutcome:
     """Runs one call. Workers pass `sync_in_thread` so a blocking tool cannot stall them."""
     call = input.call
@@ -184,30 +290,52 @@ async def tool_call(
                 f"tool {call.name!r} raised ApprovalRequired for call {call.id!r} after it was "
                 "approved; check ctx.approved before asking again"
             ) from exc
-        return ToolCallOutcome(kind="approval_required", reason=exc.reason, metadata=exc.metadata)
+        return ToolApprovalNeeded(reason=exc.reason, metadata=exc.metadata)
     except CallDeferred as exc:
-        return ToolCallOutcome(kind="deferred", reason=exc.reason, metadata=exc.metadata)
+        return ToolDeferred(reason=exc.reason, metadata=exc.metadata)
     elapsed = time.perf_counter() - started
-    return ToolCallOutcome(
-        kind="return",
-        tool_return=ToolReturn(
-            tool_call_id=call.id,
-            name=call.name,
-            content=to_jsonable_python(result),
-            metadata={"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed},
-        ),
+    tool_return = ToolReturn(
+        tool_call_id=call.id,
+        name=call.name,
+        content=to_jsonable_python(result),
+        metadata={"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed},
+    )
+    return ToolReturned(tool_return=limit_tool_result(agent, tool_return))
+
+
+def limit_tool_result(agent: Agent[Any], result: ToolReturn) -> ToolReturn:
+    """Applies the agent's `max_tool_result_bytes`, so one huge result cannot fill the
+    model's context (or, on Temporal, the run's history)."""
+    text = result.content if isinstance(result.content, str) else json.dumps(result.content)
+    size = len(text.encode())
+    limit = agent.max_tool_result_bytes
+    if size <= limit:
+        return result
+    if agent.oversized_tool_result == "fail":
+        raise ToolResultTooLarge(
+            f"tool {result.name!r} (call {result.tool_call_id}) returned {size} bytes, over "
+            f"max_tool_result_bytes={limit}; return less (or a reference to the data), or "
+            "raise the limit with AgentBuilder.max_tool_result_bytes(...)"
+        )
+    kept = text.encode()[: max(limit - 200, 0)].decode(errors="ignore")
+    return result.model_copy(
+        update={
+            "content": f"{kept}\n[truncated by durable-agent: the tool returned {size} bytes, "
+            f"the limit is {limit}]",
+            "metadata": {**result.metadata, "truncated_from_bytes": size},
+        }
     )
 
 
-async def validate_output(agent: Agent, input: ValidateOutputInput) -> OutputOutcome:
+async def validate_output(agent: Agent[Any], input: ValidateOutputInput) -> OutputOutcome:
     try:
         value = parse_output(agent.output_type, input.response)
         ctx = _context(input, tool_name="output", tool_call_id="", retry=input.attempt)
         for validator in agent.output_validators:
             value = await run_output_validator(validator, ctx, value)
     except ModelRetry as exc:
-        return OutputOutcome(kind="retry", retry_prompt=RetryPromptPart(content=exc.message))
+        return OutputRetry(retry_prompt=RetryPromptPart(content=exc.message))
     if isinstance(value, BaseModel):
         structured = value.model_dump(mode="json")
-        return OutputOutcome(kind="ok", output=json.dumps(structured), structured_output=structured)
-    return OutputOutcome(kind="ok", output=to_jsonable_python(value))
+        return OutputOk(output=json.dumps(structured), structured_output=structured)
+    return OutputOk(output=to_jsonable_python(value))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import nodes
 from .messages import ModelRequest, ModelResponse
@@ -28,7 +28,7 @@ class NodeRunner(Protocol):
 class DirectNodeRunner:
     """Calls the node functions in this process."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent[Any]) -> None:
         self.agent = agent
 
     async def prepare_model_request(self, input: nodes.PrepareModelRequestInput) -> ModelRequest:

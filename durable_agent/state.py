@@ -71,6 +71,9 @@ class AgentRunState(BaseModel):
     tool_retries: dict[str, int] = omit_empty(factory=dict)
     output_validation_attempt: int = omit_empty(0)
     error: RunError | None = omit_none()
+    stream_seq: int = omit_empty(0)
+    """The next stream record's sequence number, so a run continued later (after a human's
+    decision, or on another worker) numbers its records on from where it stopped."""
 
     @field_serializer("latest_response", mode="wrap")
     def _latest_response_without_kind(

@@ -7,13 +7,16 @@ import contextlib
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from durable_agent.temporal import (
+    ActivityConfig,
     AgentWorkflow,
     AgentWorkflowInput,
     AgentWorkflowResult,
@@ -82,3 +85,24 @@ async def wait_for_status(handle: Any, status: str, timeout: float = 20) -> Any:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"status stayed {view.status!r}, wanted {status!r}: {view}")
         await asyncio.sleep(0.1)
+
+
+def fast_activity(
+    *,
+    start_to_close: float = 30,
+    heartbeat: float | None = 2,
+    initial_interval: float = 0.2,
+    maximum_interval: float = 1.0,
+    maximum_attempts: int = 5,
+) -> ActivityConfig:
+    """Activity options for tests: short heartbeats and retry intervals, so a killed worker
+    or a failed attempt is noticed within seconds."""
+    return ActivityConfig(
+        start_to_close_timeout=timedelta(seconds=start_to_close),
+        heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(seconds=initial_interval),
+            maximum_interval=timedelta(seconds=maximum_interval),
+            maximum_attempts=maximum_attempts,
+        ),
+    )

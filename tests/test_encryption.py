@@ -47,10 +47,10 @@ from durable_agent.temporal.encryption import (
     generate_key,
     parse_keys,
 )
-from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, registry
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import free_port, new_worker, wait_for_status
+from .temporal_support import fast_activity, free_port, new_worker, wait_for_status
 
 KEY_A = os.urandom(32)
 KEY_B = os.urandom(32)
@@ -152,7 +152,7 @@ def marker_agent(name: str) -> Any:
         ]
     )
     agent = AgentBuilder(model).name(name).instructions("Be brief.").tool(lookup).build()
-    fast_retry = ActivityConfig(initial_interval_seconds=0.1, maximum_interval_seconds=0.1)
+    fast_retry = fast_activity(initial_interval=0.1, maximum_interval=0.1, heartbeat=30)
     registry.register(agent, AgentActivityConfig(tool_call=fast_retry))
     return agent
 

@@ -27,12 +27,20 @@ from durable_agent.models import AgentInfo
 from durable_agent.temporal import AgentWorkflow, ApprovalSignal
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.history_cache import history_cache
-from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, registry
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import connect, free_port, new_worker, start_agent, unique, wait_for_status
+from .temporal_support import (
+    connect,
+    fast_activity,
+    free_port,
+    new_worker,
+    start_agent,
+    unique,
+    wait_for_status,
+)
 
-FAST = ActivityConfig(initial_interval_seconds=0.2, heartbeat_seconds=None)
+FAST = fast_activity(start_to_close=120, heartbeat=None, maximum_interval=60)
 
 
 def stepping_model(steps: int, *, then_deploy: bool = False) -> FunctionModel:
@@ -190,10 +198,12 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
 
     model = TestModel.with_responses([tool_response(call("dump", "big_1")), text_response("ok")])
     registry.register(
-        AgentBuilder(model).name(name).tool(dump).build(),
-        AgentActivityConfig(
-            tool_call=FAST, max_tool_result_bytes=10_000, oversized_tool_result=mode
-        ),  # type: ignore[arg-type]
+        AgentBuilder(model)
+        .name(name)
+        .tool(dump)
+        .max_tool_result_bytes(10_000, oversized=mode)  # type: ignore[arg-type]
+        .build(),
+        AgentActivityConfig(tool_call=FAST),
     )
     async with new_worker(client) as worker:
         handle = await start_agent(client, worker, name, "dump")

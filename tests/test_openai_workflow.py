@@ -31,7 +31,7 @@ from durable_agent import Agent, AgentBuilder
 from durable_agent.logs import configure_logging
 from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
-from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, registry
 from tests.support.openai_server import (
     ErrorReply,
     FakeOpenAIServer,
@@ -40,12 +40,12 @@ from tests.support.openai_server import (
     ToolCallsReply,
 )
 
-from .temporal_support import new_worker
+from .temporal_support import fast_activity, new_worker
 
 API_KEY = f"sk-wf-{uuid.uuid4().hex}"
 MODEL = "gpt-4o-mini"
 FAST_RETRIES = AgentActivityConfig(
-    model_request=ActivityConfig(initial_interval_seconds=0.2, maximum_attempts=5)
+    model_request=fast_activity(start_to_close=120, heartbeat=30, maximum_interval=60)
 )
 
 

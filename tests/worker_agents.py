@@ -20,7 +20,8 @@ from durable_agent import (
     ToolContext,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, registry
+from tests.temporal_support import fast_activity
 
 __all__ = ["AGENTS"]
 
@@ -68,9 +69,7 @@ if "crash-demo" not in registry:
     registry.register(
         crash_agent,
         AgentActivityConfig(
-            tool_call=ActivityConfig(
-                start_to_close_seconds=60, heartbeat_seconds=2, initial_interval_seconds=0.2
-            ),
-            model_request=ActivityConfig(heartbeat_seconds=2, initial_interval_seconds=0.2),
+            tool_call=fast_activity(start_to_close=60, maximum_interval=60),
+            model_request=fast_activity(start_to_close=120, maximum_interval=60),
         ),
     )

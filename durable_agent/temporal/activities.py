@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TypeVar
@@ -28,7 +27,7 @@ from durable_agent.temporal.wire import (
 )
 
 from .history_cache import history_cache
-from .registry import AgentActivityConfig, registry
+from .registry import registry
 
 __all__ = [
     "ALL_ACTIVITIES",
@@ -136,9 +135,12 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
 async def tool_call(input: ToolCallActivityInput) -> nodes.ToolCallOutcome:
     call = input.input.call
     async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
-        registration = registry.get(input.agent)
-        outcome = await nodes.tool_call(registration.agent, input.input, sync_in_thread=True)
-        outcome = _limit_tool_result(outcome, registration.activities, logger)
+        agent = registry.get(input.agent).agent
+        outcome = await nodes.tool_call(agent, input.input, sync_in_thread=True)
+        if isinstance(outcome, nodes.ToolReturned):
+            size = outcome.tool_return.metadata.get("truncated_from_bytes")
+            if size is not None:
+                logger.warning("tool result truncated", size=size)
         return _checked(outcome, f"tool {call.name!r} (call {call.id})")
 
 
@@ -149,44 +151,11 @@ async def validate_output(input: ValidateOutputActivityInput) -> nodes.OutputOut
         return _checked(await nodes.validate_output(agent, input.input), "validate_output")
 
 
-def _limit_tool_result(
-    outcome: nodes.ToolCallOutcome,
-    config: AgentActivityConfig,
-    logger: structlog.stdlib.BoundLogger,
-) -> nodes.ToolCallOutcome:
-    """Applies the agent's `max_tool_result_bytes` before the result enters history."""
-    result = outcome.tool_return
-    if result is None:
-        return outcome
-    text = result.content if isinstance(result.content, str) else json.dumps(result.content)
-    size = len(text.encode())
-    limit = config.max_tool_result_bytes
-    if size <= limit:
-        return outcome
-    if config.oversized_tool_result == "fail":
-        raise ApplicationError(
-            f"tool {result.name!r} (call {result.tool_call_id}) returned {size} bytes, over "
-            f"max_tool_result_bytes={limit}; return less (or a reference to the data), or "
-            "raise the limit in the agent's AgentActivityConfig",
-            type="tool_result_too_large",
-            non_retryable=True,
-        )
-    kept = text.encode()[: max(limit - 200, 0)].decode(errors="ignore")
-    logger.warning("tool result truncated", size=size, limit=limit)
-    truncated = result.model_copy(
-        update={
-            "content": f"{kept}\n[truncated by durable-agent: the tool returned {size} bytes, "
-            f"the limit is {limit}]",
-            "metadata": {**result.metadata, "truncated_from_bytes": size},
-        }
-    )
-    return outcome.model_copy(update={"tool_return": truncated})
-
-
 PAYLOAD_LIMIT_BYTES = 1_900_000
 """Just under Temporal's default 2 MB payload limit, above which the server rejects a result."""
 
 R = TypeVar("R", bound=BaseModel)
+"""Any activity result: every node returns one pydantic model."""
 
 
 def _checked(result: R, what: str) -> R:

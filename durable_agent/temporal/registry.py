@@ -7,71 +7,102 @@ sandbox, so the workflow reads the same registrations the activities use.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityConfig
 
-from durable_agent import Agent, UnknownAgentError
+from ..agent import Agent
+from ..errors import UnknownAgentError, UserError
 
 __all__ = [
     "ActivityConfig",
     "AgentActivityConfig",
     "AgentRegistration",
     "AgentRegistry",
+    "NodeActivity",
     "registry",
 ]
 
+NodeActivity = Literal["prepare_model_request", "model_request", "tool_call", "validate_output"]
 
-class ActivityConfig(BaseModel):
-    """Timeouts and retries for one kind of activity.
+_RETRIES = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=5,
+)
+_QUICK = ActivityConfig(start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRIES)
+_WORK = ActivityConfig(
+    start_to_close_timeout=timedelta(seconds=120),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=_RETRIES,
+)
+DEFAULTS: Mapping[NodeActivity, ActivityConfig] = {
+    "prepare_model_request": _QUICK,
+    "model_request": _WORK,
+    "tool_call": _WORK,
+    "validate_output": _QUICK,
+}
+"""Rendering and validation are quick; model requests and tools may run long, so they
+heartbeat and a dead worker's call is retried within 30 s instead of after 120 s."""
 
-    Heartbeats let a cancelled or abandoned call be noticed within `heartbeat_seconds`
-    instead of only when `start_to_close_seconds` runs out.
+
+@dataclass(frozen=True)
+class AgentActivityConfig:
+    """Per-node and per-tool activity options for one agent, in Temporal's own terms.
+
+    Each `ActivityConfig` (`temporalio.workflow.ActivityConfig`: every option
+    `workflow.execute_activity` takes) is laid over the node's default, so
+    `tool_call=ActivityConfig(start_to_close_timeout=timedelta(minutes=10))` keeps the
+    default retry policy; `tools` is laid over `tool_call` for the tools it names. The
+    summary is the workflow's own (`tool deploy · call_1`) and cannot be set here.
     """
 
-    start_to_close_seconds: float = 120.0
-    schedule_to_close_seconds: float | None = None
-    heartbeat_seconds: float | None = 30.0
-    initial_interval_seconds: float = 1.0
-    backoff_coefficient: float = 2.0
-    maximum_interval_seconds: float = 60.0
-    maximum_attempts: int = 5
-
-    def start_to_close(self) -> timedelta:
-        return timedelta(seconds=self.start_to_close_seconds)
-
-
-class AgentActivityConfig(BaseModel):
-    """Per-node and per-tool activity options for one agent."""
-
-    prepare_model_request: ActivityConfig = Field(
-        default_factory=lambda: ActivityConfig(start_to_close_seconds=30, heartbeat_seconds=None)
-    )
-    model_request: ActivityConfig = Field(default_factory=ActivityConfig)
-    tool_call: ActivityConfig = Field(default_factory=ActivityConfig)
-    validate_output: ActivityConfig = Field(
-        default_factory=lambda: ActivityConfig(start_to_close_seconds=30, heartbeat_seconds=None)
-    )
-    tools: dict[str, ActivityConfig] = Field(default_factory=dict)
+    prepare_model_request: ActivityConfig = field(default_factory=lambda: ActivityConfig())
+    model_request: ActivityConfig = field(default_factory=lambda: ActivityConfig())
+    tool_call: ActivityConfig = field(default_factory=lambda: ActivityConfig())
+    validate_output: ActivityConfig = field(default_factory=lambda: ActivityConfig())
+    tools: Mapping[str, ActivityConfig] = field(default_factory=dict)
     max_concurrent_tool_activities: int = 16
     """At most this many tool activities in flight per step; more calls wait their turn."""
     continue_as_new_after_steps: int | None = None
     """Continue as new after this many model requests in one run, besides whenever Temporal
     suggests it (history near its size or event limits)."""
-    max_tool_result_bytes: int = 256_000
-    """Tool results larger than this (as JSON) are truncated or fail (`oversized_tool_result`)."""
-    oversized_tool_result: Literal["truncate", "fail"] = "truncate"
 
-    def for_tool(self, name: str) -> ActivityConfig:
-        return self.tools.get(name, self.tool_call)
+    def __post_init__(self) -> None:
+        for where, config in self._named():
+            if "summary" in config:
+                raise UserError(
+                    f"AgentActivityConfig {where}: 'summary' is set by the workflow for each "
+                    "activity; remove it"
+                )
+        if self.max_concurrent_tool_activities < 1:
+            raise UserError(
+                "max_concurrent_tool_activities must be at least 1, got "
+                f"{self.max_concurrent_tool_activities}"
+            )
+
+    def _named(self) -> Iterator[tuple[str, ActivityConfig]]:
+        for node in DEFAULTS:
+            yield node, getattr(self, node)
+        for tool, config in self.tools.items():
+            yield f"tools[{tool!r}]", config
+
+    def options(self, node: NodeActivity, tool: str | None = None) -> dict[str, Any]:
+        """The `execute_activity` keyword arguments for one node (or one tool's calls)."""
+        merged: dict[str, Any] = {**DEFAULTS[node], **getattr(self, node)}
+        if tool is not None:
+            merged.update(self.tools.get(tool, {}))
+        return merged
 
 
 @dataclass(frozen=True)
 class AgentRegistration:
-    agent: Agent
+    agent: Agent[Any]
     activities: AgentActivityConfig = field(default_factory=AgentActivityConfig)
 
 
@@ -80,8 +111,12 @@ class AgentRegistry:
         self._agents: dict[str, AgentRegistration] = {}
 
     def register(
-        self, agent: Agent, activities: AgentActivityConfig | None = None, *, replace: bool = False
-    ) -> Agent:
+        self,
+        agent: Agent[Any],
+        activities: AgentActivityConfig | None = None,
+        *,
+        replace: bool = False,
+    ) -> Agent[Any]:
         """Registers `agent` under `agent.name`; names must be unique unless `replace`."""
         if agent.name in self._agents and not replace:
             raise ValueError(

@@ -8,12 +8,11 @@ instead of growing with the conversation.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
-from typing import TypeVar
+from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse
@@ -25,9 +24,9 @@ from durable_agent.nodes import (
     ToolCallOutcome,
     ValidateOutputInput,
 )
-from durable_agent.temporal.registry import ActivityConfig, AgentRegistration
 
 from .history import EMPTY_DIGEST, HistoryDigest
+from .registry import AgentRegistration
 from .wire import (
     HistoryRef,
     ModelRequestActivityInput,
@@ -68,42 +67,22 @@ def _unwrap(error: ActivityError, node: str) -> NodeActivityFailed:
     return NodeActivityFailed(type(cause).__name__ if cause else "ActivityError", reason, node=node)
 
 
-T = TypeVar("T", bound=BaseModel)
-
-
 async def _execute(
     activity: str,
     arg: BaseModel,
-    result_type: type[T],
+    result_type: Any,
     *,
     summary: str,
-    config: ActivityConfig,
+    options: dict[str, Any],
     node: str,
-) -> T:
+) -> Any:
     """Schedules one node activity; a final failure becomes `NodeActivityFailed`."""
     try:
-        result: T = await workflow.execute_activity(
-            activity,
-            arg,
-            result_type=result_type,
-            summary=summary,
-            start_to_close_timeout=config.start_to_close(),
-            schedule_to_close_timeout=timedelta(seconds=config.schedule_to_close_seconds)
-            if config.schedule_to_close_seconds
-            else None,
-            heartbeat_timeout=timedelta(seconds=config.heartbeat_seconds)
-            if config.heartbeat_seconds
-            else None,
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=config.initial_interval_seconds),
-                backoff_coefficient=config.backoff_coefficient,
-                maximum_interval=timedelta(seconds=config.maximum_interval_seconds),
-                maximum_attempts=config.maximum_attempts,
-            ),
+        return await workflow.execute_activity(
+            activity, arg, result_type=result_type, summary=summary, **options
         )
     except ActivityError as error:
         raise _unwrap(error, node) from error
-    return result
 
 
 class ActivityNodeRunner:
@@ -129,14 +108,15 @@ class ActivityNodeRunner:
         return self.digest.advance(messages, self.offset + len(messages))
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
-        return await _execute(
+        request: ModelRequest = await _execute(
             "prepare_model_request",
             PrepareActivityInput(agent=self.name, input=input),
             ModelRequest,
             summary=f"prepare_model_request · step {input.run_step}",
-            config=self.config.prepare_model_request,
+            options=self.config.options("prepare_model_request"),
             node="prepare_model_request",
         )
+        return request
 
     async def model_request(self, input: ModelRequestInput) -> ModelResponse:
         messages = input.messages
@@ -147,12 +127,12 @@ class ActivityNodeRunner:
             digest=self.digest.advance(messages, prefix),
         )
         delta = input.model_copy(update={"messages": messages[prefix - self.offset :]})
-        response = await _execute(
+        response: ModelResponse = await _execute(
             "model_request",
             ModelRequestActivityInput(agent=self.name, input=delta, history=ref),
             ModelResponse,
             summary=f"model_request · step {input.run_step + 1}",
-            config=self.config.model_request,
+            options=self.config.options("model_request"),
             node="model_request",
         )
         # The activity now caches these messages plus its response, which the loop appends.
@@ -161,21 +141,23 @@ class ActivityNodeRunner:
 
     async def tool_call(self, input: ToolCallInput) -> ToolCallOutcome:
         call = input.call
-        return await _execute(
+        outcome: ToolCallOutcome = await _execute(
             "tool_call",
             ToolCallActivityInput(agent=self.name, input=input),
             ToolCallOutcome,
             summary=f"tool {call.name} · {call.id}",
-            config=self.config.for_tool(call.name),
+            options=self.config.options("tool_call", call.name),
             node=f"tool {call.name}",
         )
+        return outcome
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
-        return await _execute(
+        validated: OutputOutcome = await _execute(
             "validate_output",
             ValidateOutputActivityInput(agent=self.name, input=input),
             OutputOutcome,
             summary=f"validate_output · step {input.run_step}",
-            config=self.config.validate_output,
+            options=self.config.options("validate_output"),
             node="validate_output",
         )
+        return validated

@@ -13,6 +13,7 @@ from durable_agent import (
     ToolApprovalDecision,
     Usage,
 )
+from durable_agent.controller import MAX_PROMPT_CHARS
 from durable_agent.nodes import (
     ModelRequestInput,
     PrepareModelRequestInput,
@@ -21,6 +22,7 @@ from durable_agent.nodes import (
 )
 
 __all__ = [
+    "MAX_PROMPT_CHARS",
     "AgentStatusView",
     "AgentWorkflowInput",
     "AgentWorkflowResult",
@@ -39,8 +41,6 @@ __all__ = [
     "UpdateAccepted",
     "ValidateOutputActivityInput",
 ]
-
-MAX_PROMPT_CHARS = 1_000_000
 
 
 class HistorySegment(BaseModel):

@@ -20,28 +20,18 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent import (
-        AgentCheckpoint,
-        AgentError,
-        AgentExecutionNode,
-        AgentLoop,
-        AgentResumeEvidence,
-        AgentRunState,
-        DeferredToolResult,
-        ExecutionSuspended,
-        ModelMessage,
-        RunStatus,
-        ToolApprovalDecision,
-        Usage,
-        apply_hitl_decisions,
-    )
-    from durable_agent.temporal.registry import AgentRegistration, registry
-
+    from ..controller import RunController
+    from ..errors import AgentError, ExecutionSuspended
+    from ..executor import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence
+    from ..hitl import DeferredToolResult, ToolApprovalDecision
+    from ..messages import ModelMessage
+    from ..state import AgentRunState, RunStatus
+    from ..usage import Usage
     from .executor import CONTINUE_AS_NEW, TemporalExecutor
+    from .registry import AgentRegistration, registry
     from .runner import ActivityNodeRunner, WorkflowIdSource
     from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
     from .wire import (
-        MAX_PROMPT_CHARS,
         AgentStatusView,
         AgentWorkflowInput,
         AgentWorkflowResult,
@@ -71,7 +61,7 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.input = input
-        self.state: AgentRunState | None = None
+        self.controller: RunController | None = None
         self.executor = TemporalExecutor(
             input.suspend_at,
             on_change=self._publish,
@@ -96,41 +86,50 @@ class AgentWorkflow:
         if continuation is None:
             workflow.upsert_search_attributes([AGENT_NAME.value_set(input.agent)])
         registration = self._registration(input)
-        agent = registration.agent
         if continuation is None:
-            state = agent.new_state(
-                input.prompt,
-                ids=WorkflowIdSource(),
-                message_history=input.message_history,
-                conversation_id=input.conversation_id,
-                metadata=input.metadata,
-            )
             runner = ActivityNodeRunner(registration)
-            node, skip, seq = AgentExecutionNode.RUN_START, False, 0
         else:
-            state = continuation.checkpoint.state.snapshot()
-            self._restore(continuation)
             runner = ActivityNodeRunner(
                 registration,
-                history_offset=state.history_offset,
+                history_offset=continuation.checkpoint.state.history_offset,
                 history_digest=continuation.history_digest,
             )
-            node, skip, seq = continuation.checkpoint.node, True, continuation.stream_seq
-        self.state = state
+        controller = RunController(
+            registration.agent,
+            runner=runner,
+            executor=self.executor,
+            ids=WorkflowIdSource(),
+            idempotency_prefix=workflow.info().workflow_id,
+            max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
+        )
+        self.controller = controller
+        if continuation is None:
+            try:
+                state = controller.new_state(
+                    input.prompt,
+                    message_history=input.message_history,
+                    conversation_id=input.conversation_id,
+                    metadata=input.metadata,
+                )
+            except AgentError as error:
+                raise self._failed(error) from error
+            drive = controller.start(state)
+        else:
+            state = continuation.checkpoint.state
+            self._restore(continuation)
+            drive = controller.resume(continuation.checkpoint, stream_start=continuation.stream_seq)
         self._start_step = state.run_step
         self._after_steps = registration.activities.continue_as_new_after_steps
         self._publish()
-        loop = self._loop(registration, runner, state, stream_start=seq)
         try:
             while True:
                 try:
-                    state = await loop.drive(node, skip_boundary=skip)
+                    state = await drive
                 except ExecutionSuspended as suspended:
                     if suspended.reason != CONTINUE_AS_NEW:
                         raise
                     await workflow.wait_condition(workflow.all_handlers_finished)
-                    workflow.continue_as_new(self._continuation(suspended.checkpoint, loop, runner))
-                self.state = state
+                    workflow.continue_as_new(self._continuation(suspended.checkpoint, runner))
                 if state.status is not RunStatus.WAITING:
                     break
                 await self._wait_for_humans(state)
@@ -139,20 +138,14 @@ class AgentWorkflow:
                     for a in state.pending_approval_tool_returns
                 }
                 results = [self.results[d.tool_call_id] for d in state.deferred_tool_returns]
-                state = apply_hitl_decisions(state, approvals, results)
-                self.state = state
                 self.decisions.clear()
                 self.results.clear()
-                loop = self._loop(registration, runner, state, stream_start=loop.seq)
-                node, skip = AgentExecutionNode.TOOL_CALL, False
+                drive = controller.continue_after_hitl(state, approvals, results)
         except AgentError as error:
-            self.state = loop.state
-            self.error = f"{error.kind}: {error.message}"
-            self._publish()
-            raise _fail(error.kind, error.message) from error
+            raise self._failed(error) from error
         except asyncio.CancelledError:
-            self.state = loop.state
-            self.state.status = RunStatus.CANCELLED
+            if self.state is not None:
+                self.state.status = RunStatus.CANCELLED
             self._publish()
             raise
         self._publish()
@@ -166,6 +159,22 @@ class AgentWorkflow:
             run_step=state.run_step,
         )
 
+    @property
+    def state(self) -> AgentRunState | None:
+        """The run's live state: the one the loop is driving (None before it has one)."""
+        loop = self.controller.loop if self.controller is not None else None
+        return loop.state if loop is not None else None
+
+    def _stream_seq(self) -> int:
+        loop = self.controller.loop if self.controller is not None else None
+        return loop.seq if loop is not None else 0
+
+    def _failed(self, error: AgentError) -> ApplicationError:
+        """Records why the run failed and makes it a non-retryable workflow failure."""
+        self.error = f"{error.kind}: {error.message}"
+        self._publish()
+        return _fail(error.kind, error.message)
+
     # -- continue-as-new -------------------------------------------------------------------
 
     def _should_continue_as_new(self, checkpoint: AgentCheckpoint) -> bool:
@@ -178,7 +187,7 @@ class AgentWorkflow:
         return self._after_steps is not None and steps >= self._after_steps
 
     def _continuation(
-        self, checkpoint: AgentCheckpoint, loop: AgentLoop, runner: ActivityNodeRunner
+        self, checkpoint: AgentCheckpoint, runner: ActivityNodeRunner
     ) -> AgentWorkflowInput:
         state = checkpoint.state
         held = state.history_offset + len(state.message_history)
@@ -195,7 +204,7 @@ class AgentWorkflow:
                 "message_history": [],
                 "continuation": Continuation(
                     checkpoint=checkpoint.model_copy(update={"state": trimmed}),
-                    stream_seq=loop.seq,
+                    stream_seq=self._stream_seq(),
                     history_digest=digest,
                     segments=[*self.segments, segment],
                     decided=self.decided,
@@ -215,43 +224,10 @@ class AgentWorkflow:
         self.executor.pause_reason = continuation.pause_reason
 
     def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
-        problem: tuple[str, str] | None = None
-        if not input.prompt.strip():
-            problem = ("invalid_input", "the prompt is empty; send the task for the agent")
-        elif len(input.prompt) > MAX_PROMPT_CHARS:
-            problem = (
-                "invalid_input",
-                f"the prompt has {len(input.prompt)} characters, more than the "
-                f"{MAX_PROMPT_CHARS} allowed; send large documents through a tool instead",
-            )
-        else:
-            try:
-                return registry.get(input.agent)
-            except AgentError as error:
-                problem = (error.kind, error.message)
-        kind, message = problem
-        self.error = f"{kind}: {message}"
-        self._publish()
-        raise _fail(kind, message)
-
-    def _loop(
-        self,
-        registration: AgentRegistration,
-        runner: ActivityNodeRunner,
-        state: AgentRunState,
-        *,
-        stream_start: int,
-    ) -> AgentLoop:
-        return AgentLoop(
-            registration.agent,
-            state,
-            runner=runner,
-            executor=self.executor,
-            ids=WorkflowIdSource(),
-            stream_start=stream_start,
-            idempotency_prefix=workflow.info().workflow_id,
-            max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
-        )
+        try:
+            return registry.get(input.agent)
+        except AgentError as error:
+            raise self._failed(error) from error
 
     async def _wait_for_humans(self, state: AgentRunState) -> None:
         self._publish()
@@ -400,33 +376,25 @@ class AgentWorkflow:
 
     # -- human input -----------------------------------------------------------------------
 
-    def _approval_problem(self, tool_call_id: str) -> str | None:
-        earlier = self.decided.get(tool_call_id)
-        if earlier is not None:
-            verdict = "approved" if earlier.approved else "denied"
-            who = f" by {earlier.decided_by}" if earlier.decided_by else ""
-            return f"tool call {tool_call_id!r} was already {verdict}{who}"
-        state = self.state
-        if state is None or state.status is not RunStatus.WAITING:
+    def _approval_problem(self, signal: ApprovalSignal) -> str | None:
+        if self.controller is None:
             return f"run is {self._status()}, not waiting for an approval"
-        pending = [a.tool_call_id for a in state.pending_approval_tool_returns]
-        if tool_call_id not in pending:
-            return (
-                f"no pending approval for tool call id {tool_call_id!r}; "
-                f"pending: {pending or 'none'}"
+        state = self.state
+        problem = self.controller.approval_problem(
+            state, signal.tool_call_id, decided=self.decided, status=self._status()
+        )
+        if problem is None and signal.approved and state is not None:
+            problem = self.controller.override_problem(
+                state, signal.tool_call_id, signal.override_arguments
             )
-        return None
+        return problem
 
     def _deferred_problem(self, tool_call_id: str) -> str | None:
-        if tool_call_id in self.delivered:
-            return f"deferred call {tool_call_id!r} already has a result"
-        state = self.state
-        if state is None or state.status is not RunStatus.WAITING:
+        if self.controller is None:
             return f"run is {self._status()}, not waiting for a deferred result"
-        waiting = [d.tool_call_id for d in state.deferred_tool_returns]
-        if tool_call_id not in waiting:
-            return f"no deferred call with id {tool_call_id!r}; deferred calls: {waiting or 'none'}"
-        return None
+        return self.controller.deferred_problem(
+            self.state, tool_call_id, delivered=self.delivered, status=self._status()
+        )
 
     def _record_approval(self, signal: ApprovalSignal) -> None:
         if signal.approved:
@@ -505,7 +473,7 @@ class AgentWorkflow:
         signal = self._signal_input(ApprovalSignal, "approval", inputs)
         if signal is None:
             return
-        problem = self._approval_problem(signal.tool_call_id)
+        problem = self._approval_problem(signal)
         if problem:
             workflow.logger.warning("approval signal ignored: %s", problem)
             return
@@ -519,7 +487,7 @@ class AgentWorkflow:
 
     @submit_approval.validator
     def _validate_approval(self, request: ApprovalSignal) -> None:
-        problem = self._approval_problem(request.tool_call_id)
+        problem = self._approval_problem(request)
         if problem:
             raise ApplicationError(problem, type="invalid_approval", non_retryable=True)
 

@@ -37,7 +37,8 @@ from durable_agent import (
     ToolReturnPart,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, registry
+from tests.temporal_support import fast_activity
 
 __all__ = ["AGENTS", "STEPS_OUTPUT", "FANOUT_TOOL_STEPS", "fanout_output"]
 
@@ -297,26 +298,12 @@ AGENTS = [
 ]
 
 
-def _fast(**overrides: float | int | None) -> ActivityConfig:
-    """Short heartbeats and retry intervals, so a killed worker is noticed within seconds."""
-    options: dict[str, float | int | None] = {
-        "start_to_close_seconds": 30,
-        "heartbeat_seconds": 2,
-        "initial_interval_seconds": 0.2,
-        "backoff_coefficient": 2.0,
-        "maximum_interval_seconds": 1.0,
-        "maximum_attempts": 5,
-    }
-    options.update(overrides)
-    return ActivityConfig.model_validate(options)
-
-
 def _config(**extra: object) -> AgentActivityConfig:
     return AgentActivityConfig(
-        prepare_model_request=_fast(start_to_close_seconds=10),
-        model_request=_fast(),
-        tool_call=_fast(maximum_attempts=10),
-        validate_output=_fast(start_to_close_seconds=10),
+        prepare_model_request=fast_activity(start_to_close=10),
+        model_request=fast_activity(),
+        tool_call=fast_activity(maximum_attempts=10),
+        validate_output=fast_activity(start_to_close=10),
         **extra,  # type: ignore[arg-type]
     )
 

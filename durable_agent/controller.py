@@ -1,0 +1,218 @@
+"""The run controller: how a run starts, resumes and goes on after a human's decision.
+
+Both drivers go through it: `Agent.run` / `resume` / `resume_after_hitl` in-process, and
+`AgentWorkflow` on Temporal. Only the node runner, the executor, the id source and the
+idempotency prefix differ between them, so the same scenario gives the same checkpoints,
+stream records and messages wherever it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from .errors import HitlDecisionError, InvalidInput, UserError
+from .executor import AgentCheckpoint, AgentExecutionNode, AgentExecutor
+from .hitl import DeferredToolResult, ToolApprovalDecision
+from .ids import IdSource, new_id
+from .loop import AgentLoop, apply_hitl_decisions
+from .messages import ModelMessage
+from .output import format_validation_error
+from .runner import NodeRunner
+from .state import AgentRunState, RunStatus
+from .stream import StreamSink
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["MAX_PROMPT_CHARS", "RunController"]
+
+MAX_PROMPT_CHARS = 1_000_000
+"""Longer prompts are refused: large documents belong behind a tool, not in every request."""
+
+
+def check_prompt(prompt: object) -> str:
+    if not isinstance(prompt, str):
+        raise UserError(f"prompt must be a string, got {type(prompt).__name__}")
+    if not prompt.strip():
+        raise InvalidInput("the prompt is empty; send the task for the agent")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise InvalidInput(
+            f"the prompt has {len(prompt)} characters, more than the {MAX_PROMPT_CHARS} "
+            "allowed; send large documents through a tool instead"
+        )
+    return prompt
+
+
+class RunController:
+    """Starts, resumes and continues runs of one agent under one driver.
+
+    `loop` is the loop of the latest drive: the workflow reads its state and stream
+    position when a run fails or continues as new.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any],
+        *,
+        runner: NodeRunner,
+        executor: AgentExecutor,
+        ids: IdSource,
+        sink: StreamSink | None = None,
+        idempotency_prefix: str | None = None,
+        max_concurrent_tools: int | None = None,
+    ) -> None:
+        self.agent = agent
+        self.runner = runner
+        self.executor = executor
+        self.ids = ids
+        self.sink = sink
+        self.idempotency_prefix = idempotency_prefix
+        self.max_concurrent_tools = max_concurrent_tools
+        self.loop: AgentLoop | None = None
+
+    # -- the three ways a run goes on --------------------------------------------------------
+
+    def new_state(
+        self,
+        prompt: str,
+        *,
+        message_history: Sequence[ModelMessage] | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> AgentRunState:
+        """The first state of a run; refuses a prompt no model should be sent."""
+        return AgentRunState(
+            run_id=new_id(self.ids, "run"),
+            conversation_id=conversation_id or new_id(self.ids, "conv"),
+            message_history=list(message_history or []),
+            metadata=dict(metadata or {}),
+            pending_prompt=check_prompt(prompt),
+            status=RunStatus.RUNNING,
+        )
+
+    def start(self, state: AgentRunState) -> Coroutine[Any, Any, AgentRunState]:
+        """Each of these three sets up `loop` at once and returns the drive to await, so a
+        caller (the workflow's queries) sees the run's live state from the start."""
+        loop = self._loop(state, stream_start=0)
+        loop.emit("run_start", None, conversation_id=state.conversation_id, agent=self.agent.name)
+        return loop.drive(AgentExecutionNode.RUN_START)
+
+    def resume(
+        self, checkpoint: AgentCheckpoint, *, stream_start: int | None = None
+    ) -> Coroutine[Any, Any, AgentRunState]:
+        """Does the checkpoint's node's work and goes on; nothing recorded before it is redone.
+
+        The stream goes on after the checkpoint's own two records (`node_start`,
+        `checkpoint`) unless the caller knows better (a continued-as-new run does).
+        """
+        if checkpoint.node is AgentExecutionNode.RUN_FAILED:
+            raise UserError(
+                f"checkpoint {checkpoint.checkpoint_id} records a failed run; resume from an "
+                "earlier checkpoint instead"
+            )
+        start = checkpoint.resume.cursor.stream_cursor + 2 if stream_start is None else stream_start
+        loop = self._loop(checkpoint.state.snapshot(), stream_start=start)
+        return loop.drive(checkpoint.node, skip_boundary=True)
+
+    def continue_after_hitl(
+        self,
+        state: AgentRunState,
+        approvals: Mapping[str, ToolApprovalDecision | bool] | None = None,
+        deferred_results: Sequence[DeferredToolResult] | None = None,
+    ) -> Coroutine[Any, Any, AgentRunState]:
+        """Goes on once every pending call of a waiting run has a decision or a result."""
+        for call_id, decision in (approvals or {}).items():
+            if isinstance(decision, ToolApprovalDecision) and decision.approved:
+                problem = self.override_problem(state, call_id, decision.override_arguments)
+                if problem:
+                    raise HitlDecisionError(problem)
+        resumed = apply_hitl_decisions(state, approvals, deferred_results)
+        loop = self._loop(resumed, stream_start=state.stream_seq)
+        return loop.drive(AgentExecutionNode.TOOL_CALL)
+
+    # -- checks on what humans send, shared by both drivers ---------------------------------
+
+    def approval_problem(
+        self,
+        state: AgentRunState | None,
+        tool_call_id: str,
+        *,
+        decided: Mapping[str, ToolApprovalDecision],
+        status: str,
+    ) -> str | None:
+        """Why a decision for `tool_call_id` cannot be taken now, or None.
+
+        `decided` holds every decision already accepted (the first one stands); `status`
+        is the run's status as the caller reports it.
+        """
+        earlier = decided.get(tool_call_id)
+        if earlier is not None:
+            verdict = "approved" if earlier.approved else "denied"
+            who = f" by {earlier.decided_by}" if earlier.decided_by else ""
+            return f"tool call {tool_call_id!r} was already {verdict}{who}"
+        if state is None or state.status is not RunStatus.WAITING:
+            return f"run is {status}, not waiting for an approval"
+        pending = [a.tool_call_id for a in state.pending_approval_tool_returns]
+        if tool_call_id not in pending:
+            return (
+                f"no pending approval for tool call id {tool_call_id!r}; "
+                f"pending: {pending or 'none'}"
+            )
+        return None
+
+    def override_problem(
+        self, state: AgentRunState, tool_call_id: str, arguments: dict[str, Any] | None
+    ) -> str | None:
+        """Why approved `override_arguments` cannot be used, so the human can fix them
+        before the decision is spent (and before the model is blamed for them)."""
+        if arguments is None:
+            return None
+        pending = {a.tool_call_id: a for a in state.pending_approval_tool_returns}
+        approval = pending.get(tool_call_id)
+        tool = self.agent.tools.get(approval.tool_name) if approval is not None else None
+        if tool is None:
+            return None
+        try:
+            tool.validate_arguments(arguments)
+        except ValidationError as error:
+            return (
+                f"override_arguments for tool {tool.name!r} (call {tool_call_id!r}) are "
+                f"invalid: {format_validation_error(error)}"
+            )
+        return None
+
+    def deferred_problem(
+        self,
+        state: AgentRunState | None,
+        tool_call_id: str,
+        *,
+        delivered: set[str],
+        status: str,
+    ) -> str | None:
+        if tool_call_id in delivered:
+            return f"deferred call {tool_call_id!r} already has a result"
+        if state is None or state.status is not RunStatus.WAITING:
+            return f"run is {status}, not waiting for a deferred result"
+        waiting = [d.tool_call_id for d in state.deferred_tool_returns]
+        if tool_call_id not in waiting:
+            return f"no deferred call with id {tool_call_id!r}; deferred calls: {waiting or 'none'}"
+        return None
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _loop(self, state: AgentRunState, *, stream_start: int) -> AgentLoop:
+        self.loop = AgentLoop(
+            self.agent,
+            state,
+            runner=self.runner,
+            executor=self.executor,
+            ids=self.ids,
+            sink=self.sink,
+            stream_start=stream_start,
+            idempotency_prefix=self.idempotency_prefix,
+            max_concurrent_tools=self.max_concurrent_tools,
+        )
+        return self.loop
