@@ -36,6 +36,7 @@ __all__ = [
     "PendingApprovalView",
     "PrepareActivityInput",
     "ResumeSignal",
+    "StreamPageQuery",
     "SuspendSignal",
     "ToolCallActivityInput",
     "UpdateAccepted",
@@ -149,6 +150,13 @@ class AgentStatusView(BaseModel):
 class HistoryPageQuery(BaseModel):
     offset: int = 0
     limit: int = 200
+
+
+class StreamPageQuery(BaseModel):
+    """Stream records with `seq` greater than `after` (all of them when None)."""
+
+    after: int | None = None
+    limit: int = 1000
 
 
 class HistoryRef(BaseModel):

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from ..hitl import DeferredToolResult, ToolApprovalDecision
     from ..messages import ModelMessage
     from ..state import AgentRunState, RunStatus
+    from ..stream import AgentStreamRecord
     from ..usage import Usage
     from .executor import CONTINUE_AS_NEW, TemporalExecutor
     from .registry import AgentRegistration, registry
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         HistorySegment,
         PendingApprovalView,
         ResumeSignal,
+        StreamPageQuery,
         SuspendSignal,
         UpdateAccepted,
     )
@@ -62,6 +64,7 @@ class AgentWorkflow:
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.input = input
         self.controller: RunController | None = None
+        self.records: list[AgentStreamRecord] = []
         self.executor = TemporalExecutor(
             input.suspend_at,
             on_change=self._publish,
@@ -99,6 +102,7 @@ class AgentWorkflow:
             runner=runner,
             executor=self.executor,
             ids=WorkflowIdSource(),
+            sink=self.records.append,
             idempotency_prefix=workflow.info().workflow_id,
             max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
         )
@@ -346,6 +350,17 @@ class AgentWorkflow:
     @workflow.query
     def latest_checkpoint(self) -> AgentCheckpoint | None:
         return self.executor.latest
+
+    @workflow.query
+    def stream_records(self, page: StreamPageQuery) -> list[AgentStreamRecord]:
+        """This run's stream records after `page.after`, oldest first.
+
+        The run keeps them in memory only (they never enter history); a run that continued
+        as new holds the records from its own start.
+        """
+        first = self.records[0].seq if self.records else 0
+        start = 0 if page.after is None else max(page.after + 1 - first, 0)
+        return self.records[start : start + page.limit]
 
     @workflow.query
     def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:
