@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .agent import Agent, AgentBuilder, AgentResult
+from .controller import RunController
 from .errors import (
     AgentError,
     AgentExecutorError,
@@ -10,10 +11,12 @@ from .errors import (
     CallDeferred,
     ExecutionSuspended,
     HitlDecisionError,
+    InvalidInput,
     MaxStepsExceeded,
     ModelHTTPError,
     ModelRetry,
     OutputRetryLimitExceeded,
+    ToolResultTooLarge,
     ToolRetryLimitExceeded,
     UnexpectedModelBehavior,
     UnknownAgentError,
@@ -61,7 +64,7 @@ from .models import (
     ModelSettings,
     TestModel,
 )
-from .runner import DirectNodeRunner, NodeRunner
+from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunError, RunStatus
 from .stream import AgentStreamRecord
 from .tools import Tool, ToolContext, ToolDefinition
@@ -92,9 +95,11 @@ __all__ = [
     "DeferredToolResult",
     "DirectAgentExecutor",
     "DirectNodeRunner",
+    "Driver",
     "ExecutionSuspended",
     "FunctionModel",
     "HitlDecisionError",
+    "InvalidInput",
     "IdSource",
     "InstructionPart",
     "MaxStepsExceeded",
@@ -111,6 +116,7 @@ __all__ = [
     "OpenAIChatModel",
     "OutputRetryLimitExceeded",
     "PendingToolApproval",
+    "RunController",
     "RetryPromptPart",
     "RunError",
     "RunStatus",
@@ -127,6 +133,7 @@ __all__ = [
     "ToolCallPart",
     "ToolContext",
     "ToolDefinition",
+    "ToolResultTooLarge",
     "ToolRetryLimitExceeded",
     "ToolReturn",
     "ToolReturnPart",

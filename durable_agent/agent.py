@@ -19,7 +19,7 @@ from .ids import IdSource, SystemIdSource
 from .messages import ModelMessage
 from .models.base import Model, ModelRequestParameters, ModelSettings
 from .output import OUTPUT_TOOL_NAME, OutputValidator
-from .runner import DirectNodeRunner, NodeRunner
+from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunStatus
 from .stream import AgentStreamRecord, StreamSink
 from .tools import Tool, ToolContext, ToolDefinition, ToolFunc
@@ -153,10 +153,12 @@ class Agent(Generic[OutputT]):
         """The in-process driver: nodes run here, checkpoints go to this agent's executor."""
         return RunController(
             self,
-            runner=runner or DirectNodeRunner(self),
-            executor=self.executor,
-            ids=ids or SystemIdSource(),
-            sink=sink,
+            Driver(
+                runner=runner or DirectNodeRunner(self),
+                executor=self.executor,
+                ids=ids or SystemIdSource(),
+                sink=sink,
+            ),
         )
 
     async def run(

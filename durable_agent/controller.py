@@ -14,15 +14,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from .errors import HitlDecisionError, InvalidInput, UserError
-from .executor import AgentCheckpoint, AgentExecutionNode, AgentExecutor
+from .executor import AgentCheckpoint, AgentExecutionNode
 from .hitl import DeferredToolResult, ToolApprovalDecision
-from .ids import IdSource, new_id
+from .ids import new_id
 from .loop import AgentLoop, apply_hitl_decisions
 from .messages import ModelMessage
 from .output import format_validation_error
-from .runner import NodeRunner
+from .runner import Driver
 from .state import AgentRunState, RunStatus
-from .stream import StreamSink
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -47,30 +46,15 @@ def check_prompt(prompt: object) -> str:
 
 
 class RunController:
-    """Starts, resumes and continues runs of one agent under one driver.
+    """Starts, resumes and continues runs of one agent under one `Driver`.
 
     `loop` is the loop of the latest drive: the workflow reads its state and stream
     position when a run fails or continues as new.
     """
 
-    def __init__(
-        self,
-        agent: Agent[Any],
-        *,
-        runner: NodeRunner,
-        executor: AgentExecutor,
-        ids: IdSource,
-        sink: StreamSink | None = None,
-        idempotency_prefix: str | None = None,
-        max_concurrent_tools: int | None = None,
-    ) -> None:
+    def __init__(self, agent: Agent[Any], driver: Driver) -> None:
         self.agent = agent
-        self.runner = runner
-        self.executor = executor
-        self.ids = ids
-        self.sink = sink
-        self.idempotency_prefix = idempotency_prefix
-        self.max_concurrent_tools = max_concurrent_tools
+        self.driver = driver
         self.loop: AgentLoop | None = None
 
     # -- the three ways a run goes on --------------------------------------------------------
@@ -85,8 +69,8 @@ class RunController:
     ) -> AgentRunState:
         """The first state of a run; refuses a prompt no model should be sent."""
         return AgentRunState(
-            run_id=new_id(self.ids, "run"),
-            conversation_id=conversation_id or new_id(self.ids, "conv"),
+            run_id=new_id(self.driver.ids, "run"),
+            conversation_id=conversation_id or new_id(self.driver.ids, "conv"),
             message_history=list(message_history or []),
             metadata=dict(metadata or {}),
             pending_prompt=check_prompt(prompt),
@@ -204,15 +188,5 @@ class RunController:
     # -- internals ---------------------------------------------------------------------------
 
     def _loop(self, state: AgentRunState, *, stream_start: int) -> AgentLoop:
-        self.loop = AgentLoop(
-            self.agent,
-            state,
-            runner=self.runner,
-            executor=self.executor,
-            ids=self.ids,
-            sink=self.sink,
-            stream_start=stream_start,
-            idempotency_prefix=self.idempotency_prefix,
-            max_concurrent_tools=self.max_concurrent_tools,
-        )
+        self.loop = AgentLoop(self.agent, state, self.driver, stream_start=stream_start)
         return self.loop

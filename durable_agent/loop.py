@@ -26,13 +26,12 @@ from .errors import (
 from .executor import (
     AgentCheckpoint,
     AgentExecutionNode,
-    AgentExecutor,
     AgentResumeEvidence,
     Continue,
     Suspend,
 )
 from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
-from .ids import IdSource, format_timestamp, new_id
+from .ids import format_timestamp, new_id
 from .messages import ModelRequest, ModelRequestPart, ToolCall, ToolReturn
 from .nodes import (
     ModelRequestInput,
@@ -46,9 +45,9 @@ from .nodes import (
     ToolRetry,
     ValidateOutputInput,
 )
-from .runner import NodeRunner
+from .runner import Driver
 from .state import AgentRunState, RunError, RunStatus
-from .stream import AgentStreamRecord, StreamKind, StreamSink
+from .stream import AgentStreamRecord, StreamKind
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -67,27 +66,18 @@ class AgentLoop:
     """Drives one run from a node until it completes, waits for a human, or is suspended."""
 
     def __init__(
-        self,
-        agent: Agent[Any],
-        state: AgentRunState,
-        *,
-        runner: NodeRunner,
-        executor: AgentExecutor,
-        ids: IdSource,
-        sink: StreamSink | None = None,
-        stream_start: int = 0,
-        idempotency_prefix: str | None = None,
-        max_concurrent_tools: int | None = None,
+        self, agent: Agent[Any], state: AgentRunState, driver: Driver, *, stream_start: int = 0
     ) -> None:
         self.agent = agent
         self.state = state
-        self.runner = runner
-        self.executor = executor
-        self.ids = ids
-        self.sink = sink
+        self.runner = driver.runner
+        self.executor = driver.executor
+        self.ids = driver.ids
+        self.sink = driver.sink
         self.seq = stream_start
-        self.idempotency_prefix = idempotency_prefix or state.run_id
-        limits = [n for n in (agent.max_concurrent_tools, max_concurrent_tools) if n is not None]
+        self.idempotency_prefix = driver.idempotency_prefix or state.run_id
+        bounds = (agent.max_concurrent_tools, driver.max_concurrent_tools)
+        limits = [n for n in bounds if n is not None]
         self.max_concurrent_tools = min(limits) if limits else None
 
     # -- stream and boundaries -------------------------------------------------------------

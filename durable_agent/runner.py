@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import nodes
+from .executor import AgentExecutor
+from .ids import IdSource
 from .messages import ModelRequest, ModelResponse
+from .stream import StreamSink
 
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["DirectNodeRunner", "NodeRunner"]
+__all__ = ["DirectNodeRunner", "Driver", "NodeRunner"]
 
 
 class NodeRunner(Protocol):
@@ -42,3 +46,17 @@ class DirectNodeRunner:
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome:
         return await nodes.validate_output(self.agent, input)
+
+
+@dataclass(frozen=True)
+class Driver:
+    """What differs between running in-process and on Temporal, and nothing else: where
+    node work runs, where boundaries go, where ids and time come from, where stream records
+    go, what prefixes idempotency keys, and how many tool calls may run at once."""
+
+    runner: NodeRunner
+    executor: AgentExecutor
+    ids: IdSource
+    sink: StreamSink | None = None
+    idempotency_prefix: str | None = None
+    max_concurrent_tools: int | None = None

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from ..executor import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence
     from ..hitl import DeferredToolResult, ToolApprovalDecision
     from ..messages import ModelMessage
+    from ..runner import Driver
     from ..state import AgentRunState, RunStatus
     from ..stream import AgentStreamRecord
     from ..usage import Usage
@@ -99,12 +100,14 @@ class AgentWorkflow:
             )
         controller = RunController(
             registration.agent,
-            runner=runner,
-            executor=self.executor,
-            ids=WorkflowIdSource(),
-            sink=self.records.append,
-            idempotency_prefix=workflow.info().workflow_id,
-            max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
+            Driver(
+                runner=runner,
+                executor=self.executor,
+                ids=WorkflowIdSource(),
+                sink=self.records.append,
+                idempotency_prefix=workflow.info().workflow_id,
+                max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
+            ),
         )
         self.controller = controller
         if continuation is None:
