@@ -21,9 +21,11 @@ from .messages import (
     ModelRequest,
     ModelRequestPart,
     ModelResponse,
+    ModelResponsePart,
     RetryPromptPart,
     TextContent,
     ToolCall,
+    ToolCallPart,
     ToolReturn,
     UserPromptPart,
 )
@@ -235,11 +237,32 @@ async def model_request(agent: Agent[Any], input: ModelRequestInput) -> ModelRes
     response = await agent.model.request(input.messages, agent.request_parameters())
     return response.model_copy(
         update={
+            "parts": unique_tool_call_ids(response.parts, input.run_step + 1),
             "run_id": input.run_id,
             "conversation_id": input.conversation_id,
             "timestamp": input.timestamp,
         }
     )
+
+
+def unique_tool_call_ids(parts: list[ModelResponsePart], step: int) -> list[ModelResponsePart]:
+    """Gives empty or repeated tool call ids (OpenAI-compatible servers send both) ids of
+    their own, derived from the step and position so a retried request gives the same ones.
+
+    Every later step tells calls apart by id; two calls sharing one would loop forever.
+    """
+    seen: set[str] = set()
+    out: list[ModelResponsePart] = []
+    for index, part in enumerate(parts):
+        if isinstance(part, ToolCallPart):
+            if not part.id or part.id in seen:
+                fresh = f"call_{step}_{index}"
+                while fresh in seen:
+                    fresh += "_"
+                part = part.model_copy(update={"id": fresh})
+            seen.add(part.id)
+        out.append(part)
+    return out
 
 
 def _retry(call: ToolCall, message: str) -> ToolCallOutcome:

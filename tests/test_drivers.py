@@ -187,6 +187,20 @@ SCENARIOS: dict[str, Scenario] = {
         ).build(),
         decisions=[DeferredToolResult("t1", "success", "ticket #42")],
     ),
+    "repeated_tool_call_ids": Scenario(
+        lambda n: _agent(
+            n,
+            TestModel.with_responses(
+                [
+                    tool_response(
+                        call("lookup", "same", city="Paris"), call("lookup", "same", city="Oslo")
+                    ),
+                    text_response("both sunny"),
+                ]
+            ),
+            lookup,
+        ).build()
+    ),
     "usage_limit": Scenario(
         lambda n: (
             _agent(
@@ -348,6 +362,9 @@ def test_the_matrix_covers_what_the_drivers_must_agree_on() -> None:
     assert observed["approval"].status == "completed"
     assert "approval_denied" in str(observed["denial"].messages)
     assert "ticket #42" in str(observed["deferred"].messages)
+    repeated = observed["repeated_tool_call_ids"]
+    assert repeated.status == "completed"
+    assert "call_1_1" in str(repeated.messages), "the second 'same' call got an id of its own"
     assert observed["usage_limit"].error is not None
     assert observed["usage_limit"].error[0] == "usage_limit_exceeded"
     assert observed["failure"].error == (
