@@ -1,71 +1,289 @@
-"""One plugin that wires the converter, the workflow, the activities and the sandbox.
+"""`DurableAgentPlugin`: hosts agents on a Temporal client and worker the user already has.
 
-Pass it to `Client.connect(plugins=[DurableAgentPlugin()])`; a `Worker` built from that
-client picks up the workflow and activities, and the CLI and tests use the same object.
+    client = await Client.connect(address, data_converter=my_converter,
+                                  plugins=[DurableAgentPlugin(agents=[support_agent])])
+    worker = Worker(client, task_queue="app", workflows=[MyWorkflow], activities=[my_activity])
+
+The plugin *adds* to what the user configured and replaces none of it, because a worker that
+hosts agents is usually a worker that existed before the agents did:
+
+- data converter: the user's codec, failure converter and external storage stay. Only the
+  stock JSON payload converter is swapped for pydantic's (`PydanticPayloadConverter`), since
+  every workflow input, result and activity argument of ours is a pydantic model. A custom
+  payload converter is kept as it is; it must then handle pydantic models itself (e.g. by
+  subclassing `PydanticPayloadConverter`).
+- `codec=` (e.g. `durable_agent.temporal.encryption.EncryptionCodec`) is used only when the
+  user has no codec, and then failures are encoded too unless the user chose a failure
+  converter. Two codecs are refused rather than guessed into an order (compress before
+  encrypting, or after?): chain them in one codec of your own.
+- sandbox: a `SandboxedWorkflowRunner` keeps its restrictions and gains our pass-through
+  modules; any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
+- interceptors: untouched.
+- workflows and activities: `AgentWorkflow` and the node activities are appended unless
+  already there, so the plugin may sit on both the client and the worker.
+- agents: registered in the process-wide `registry` when the plugin configures a worker or
+  replayer; connecting a client registers nothing, so `DurableAgentPlugin()` with no agents
+  is the client-side plugin.
+- search attributes: a worker registers `AgentName`, `AgentStatus` and `PendingApprovals`
+  when the namespace lacks them (or warns where it may not, e.g. Temporal Cloud).
+
+Pass the plugin to `Client.connect`: a worker takes its data converter from its client, so a
+plugin given only to `Worker(plugins=[...])` on a client without it is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+import structlog
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
+    DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
     PayloadCodec,
 )
 from temporalio.plugin import SimplePlugin
+from temporalio.service import RPCError
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from durable_agent import Agent, UserError
+
+from .registry import AgentRegistration, registry
+from .search_attributes import ensure_search_attributes
 from .workflow import AgentWorkflow
 
-__all__ = ["PASSTHROUGH_MODULES", "DurableAgentPlugin", "data_converter"]
+__all__ = [
+    "PASSTHROUGH_MODULES",
+    "DurableAgentPlugin",
+    "PluginConfigurationError",
+    "data_converter",
+]
 
-PASSTHROUGH_MODULES = ("durable_agent", "activities", "pydantic", "pydantic_core", "structlog")
-"""Loaded once, outside the sandbox: the registry must be the worker's own instance."""
+PASSTHROUGH_MODULES = ("durable_agent", "pydantic", "pydantic_core", "structlog")
+"""Loaded once, outside the sandbox: the registry the workflow reads must be the worker's own
+instance (the one the agents were registered in), and re-importing pydantic and structlog
+in every workflow's sandbox is slow and buys nothing, as they are deterministic. Only
+library modules: a user's own `workflows` or
+`activities` module is theirs to pass through."""
+
+log = structlog.get_logger("durable_agent.plugin")
+
+
+class PluginConfigurationError(UserError):
+    """The plugin cannot combine its settings with the user's; the message says what to change."""
+
+    kind = "plugin_configuration"
 
 
 def data_converter() -> DataConverter:
+    """The converter a client gets from the plugin when it had none of its own."""
     return pydantic_data_converter
+
+
+def _registration(
+    entry: Agent[Any] | AgentRegistration,
+) -> tuple[Agent[Any], AgentRegistration | None]:
+    if isinstance(entry, AgentRegistration):
+        return entry.agent, entry
+    if isinstance(entry, Agent):
+        return entry, None
+    raise PluginConfigurationError(
+        f"DurableAgentPlugin(agents=...) takes Agent or AgentRegistration objects, not "
+        f"{type(entry).__name__} ({entry!r}); build agents with AgentBuilder(...).build()"
+    )
 
 
 class DurableAgentPlugin(SimplePlugin):
     def __init__(
-        self, *, converter: DataConverter | None = None, codec: PayloadCodec | None = None
+        self,
+        agents: Sequence[Agent[Any] | AgentRegistration] = (),
+        *,
+        codec: PayloadCodec | None = None,
     ) -> None:
-        """`codec` (e.g. `durable_agent.temporal.encryption.EncryptionCodec`) encodes every payload.
+        """`agents` are hosted by every worker (and replayer) this plugin configures; an
+        `AgentRegistration(agent, AgentActivityConfig(...))` sets that agent's activity timeouts.
 
-        With a codec, failure messages and stack traces move into an encoded payload too,
-        since a tool's or model's error text can quote the conversation.
+        `codec` encodes every payload when the user's converter has no codec. With it,
+        failure messages and stack traces move into an encoded payload too (unless the user
+        chose a failure converter), since a tool's or model's error text can quote the
+        conversation.
         """
-        from durable_agent.temporal.activities import (
-            ALL_ACTIVITIES,  # activities import workflow inputs
-        )
-
-        converter = converter or data_converter()
-        if codec is not None:
-            converter = dataclasses.replace(
-                converter,
-                payload_codec=codec,
-                failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
-            )
+        entries: dict[str, tuple[Agent[Any], AgentRegistration | None]] = {}
+        for entry in agents:
+            agent, registration = _registration(entry)
+            seen = entries.get(agent.name)
+            if seen is not None and seen[0] is not agent:
+                raise PluginConfigurationError(
+                    f"DurableAgentPlugin(agents=...) lists two different agents named "
+                    f"{agent.name!r}; give each a unique name with AgentBuilder.name(...)"
+                )
+            if seen is not None and None not in (seen[1], registration) and seen[1] != registration:
+                raise PluginConfigurationError(
+                    f"DurableAgentPlugin(agents=...) lists agent {agent.name!r} twice with "
+                    "different activity options; list it once"
+                )
+            if seen is None or registration is not None:
+                entries[agent.name] = (agent, registration)
+        self._agents = list(entries.values())
+        self.codec = codec
         super().__init__(
             "durable-agent.DurableAgentPlugin",
-            data_converter=converter,
-            workflows=[AgentWorkflow],
-            activities=list(ALL_ACTIVITIES),
-            workflow_runner=SandboxedWorkflowRunner(
-                restrictions=SandboxRestrictions.default.with_passthrough_modules(
-                    *PASSTHROUGH_MODULES
-                )
-            ),
+            data_converter=self._data_converter,
+            workflows=self._workflows,
+            activities=self._activities,
+            workflow_runner=self._workflow_runner,
         )
-        self.codec = codec
+
+    @property
+    def agents(self) -> list[Agent[Any]]:
+        return [agent for agent, _ in self._agents]
 
     @classmethod
-    def from_env(cls) -> DurableAgentPlugin:
+    def from_env(cls, agents: Sequence[Agent[Any] | AgentRegistration] = ()) -> DurableAgentPlugin:
         """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set; raises
         `durable_agent.temporal.encryption.EncryptionError` when the keys there are malformed."""
         from .encryption import codec_from_env
 
-        return cls(codec=codec_from_env())
+        return cls(agents, codec=codec_from_env())
+
+    # --- data converter -------------------------------------------------------------------
+
+    def _data_converter(self, existing: DataConverter | None) -> DataConverter:
+        """The user's converter with only the parts we need added (see the module docstring).
+
+        Applying it to its own result changes nothing, so a client that is re-created from
+        another's config (plugins included) keeps the same converter.
+        """
+        converter = existing or DataConverter.default
+        changes: dict[str, Any] = {}
+        if converter.payload_converter_class is DefaultPayloadConverter:
+            changes["payload_converter_class"] = PydanticPayloadConverter
+        if self.codec is not None and converter.payload_codec is not self.codec:
+            if converter.payload_codec is not None:
+                raise PluginConfigurationError(
+                    "two payload codecs: the data converter already has "
+                    f"{type(converter.payload_codec).__name__} and "
+                    f"DurableAgentPlugin(codec=...) brings {type(self.codec).__name__}; "
+                    "keep one, or chain them in a codec of your own (encode with one, then "
+                    "the other) and pass that as the data converter's payload_codec"
+                )
+            changes["payload_codec"] = self.codec
+            if converter.failure_converter_class is DefaultFailureConverter:
+                changes["failure_converter_class"] = DefaultFailureConverterWithEncodedAttributes
+        return dataclasses.replace(converter, **changes) if changes else converter
+
+    # --- sandbox --------------------------------------------------------------------------
+
+    def _workflow_runner(self, existing: WorkflowRunner | None) -> WorkflowRunner:
+        """Adds our pass-through modules to a sandbox, keeping its restrictions and runner class.
+
+        Another runner (unsandboxed, or one of the user's) is kept: it already shares
+        modules with the worker, which is all the pass-through is for.
+        """
+        if existing is None:
+            return SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules(
+                    *PASSTHROUGH_MODULES
+                )
+            )
+        if not isinstance(existing, SandboxedWorkflowRunner):
+            return existing
+        restrictions = existing.restrictions
+        if restrictions.passthrough_all_modules or set(PASSTHROUGH_MODULES) <= set(
+            restrictions.passthrough_modules
+        ):
+            return existing
+        return dataclasses.replace(
+            existing, restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        )
+
+    # --- workflows, activities, agents ----------------------------------------------------
+
+    def _workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
+        workflows = list(existing or [])
+        if AgentWorkflow not in workflows:
+            workflows.append(AgentWorkflow)
+        return workflows
+
+    def _activities(
+        self, existing: Sequence[Callable[..., Any]] | None
+    ) -> Sequence[Callable[..., Any]]:
+        from .activities import ALL_ACTIVITIES  # they import the workflow's wire models
+
+        activities = list(existing or [])
+        activities.extend(a for a in ALL_ACTIVITIES if a not in activities)
+        return activities
+
+    def register_agents(self) -> None:
+        """Puts this plugin's agents in the process-wide `registry` (idempotent).
+
+        One name means one agent per process: the workflow and the activities find agents by
+        the name in `AgentWorkflowInput.agent`, so a second, different agent under a taken
+        name would silently run in place of the first.
+        """
+        for agent, registration in self._agents:
+            if agent.name in registry:
+                existing = registry.get(agent.name)
+                if existing.agent is not agent:
+                    raise PluginConfigurationError(
+                        f"an agent named {agent.name!r} is already registered in this process "
+                        "(by another DurableAgentPlugin or registry.register) and it is a "
+                        "different Agent object; give each agent a unique name with "
+                        "AgentBuilder.name(...), or register one object once"
+                    )
+                if registration is not None and registration.activities != existing.activities:
+                    raise PluginConfigurationError(
+                        f"agent {agent.name!r} is already registered with other activity "
+                        "options; pass the same AgentRegistration everywhere, or register it "
+                        "once"
+                    )
+                continue
+            registry.register(agent, registration.activities if registration else None)
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Registers the agents, then adds the workflow, activities and sandbox settings.
+
+        A worker cannot change its client's data converter, so a worker-only plugin whose
+        converter changes would not be in force is refused here instead of failing later on
+        the first payload (or, with `codec=`, writing plaintext to history).
+        """
+        client = config.get("client")
+        if client is not None:
+            current = client.data_converter
+            wanted = self._data_converter(current)
+            if wanted is not current:
+                raise PluginConfigurationError(
+                    "this worker's client was connected without DurableAgentPlugin's data "
+                    "converter (pydantic payloads"
+                    + (", the plugin's codec" if self.codec is not None else "")
+                    + "); pass the plugin to Client.connect(..., plugins=[...]) rather than "
+                    "only to Worker(plugins=[...])"
+                )
+        self.register_agents()
+        return super().configure_worker(config)
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        self.register_agents()
+        return super().configure_replayer(config)
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Makes sure the search attributes `AgentWorkflow` upserts exist before it polls:
+        a workflow that upserts an unknown one fails its task over and over."""
+        try:
+            added = await ensure_search_attributes(worker.client)
+        except RPCError as error:
+            log.warning(
+                "could not check or register the search attributes AgentName, AgentStatus and "
+                "PendingApprovals; create them on the server, or agent workflows will fail "
+                "their tasks",
+                error=str(error),
+            )
+        else:
+            if added:
+                log.info("registered search attributes", added=added)
+        await super().run_worker(worker, next)

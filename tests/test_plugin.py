@@ -1,0 +1,396 @@
+"""`DurableAgentPlugin` adds to a user's client and worker settings and replaces none of them.
+
+The merging tests use real temporalio objects (lazy clients that never dial, replayers that
+never replay) and read back the configuration the plugin produced; the last test hosts an
+agent on a real worker next to a user's own workflow, activity and interceptor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from temporalio import activity, workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    DefaultPayloadConverter,
+    PayloadCodec,
+)
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    Replayer,
+    UnsandboxedWorkflowRunner,
+    WorkerConfig,
+)
+from temporalio.worker.workflow_sandbox import (
+    SandboxedWorkflowRunner,
+    SandboxMatcher,
+    SandboxRestrictions,
+)
+
+from durable_agent import Agent, AgentBuilder, TestModel
+from durable_agent.temporal import (
+    AgentActivityConfig,
+    AgentRegistration,
+    AgentWorkflow,
+    AgentWorkflowInput,
+    DurableAgentPlugin,
+    registry,
+)
+from durable_agent.temporal.activities import ALL_ACTIVITIES
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.encryption import EncryptionCodec
+from durable_agent.temporal.plugin import PASSTHROUGH_MODULES, PluginConfigurationError
+
+from .helpers import call, text_response, tool_response
+from .temporal_support import new_worker, unique
+
+ZLIB = b"binary/x-user-zlib"
+
+
+class UserZlibCodec(PayloadCodec):
+    """A user's own codec: compresses each payload under an encoding of its own."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [
+            Payload(metadata={"encoding": ZLIB}, data=zlib.compress(p.SerializeToString()))
+            for p in payloads
+        ]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [
+            Payload.FromString(zlib.decompress(p.data)) if p.metadata.get("encoding") == ZLIB else p
+            for p in payloads
+        ]
+
+
+class UserFailureConverter(DefaultFailureConverter):
+    pass
+
+
+class UserPayloadConverter(PydanticPayloadConverter):
+    pass
+
+
+def agent_named(name: str, text: str = "ok") -> Agent[Any]:
+    return AgentBuilder(TestModel.with_text(text)).name(name).build()
+
+
+async def lazy_client(**options: Any) -> Client:
+    """A real `Client` that never dials: nothing listens on port 1."""
+    return await Client.connect("127.0.0.1:1", lazy=True, **options)
+
+
+def replayer_config(**options: Any) -> dict[str, Any]:
+    """What a `Replayer` ends up with once its plugins have configured it."""
+    return dict(Replayer(workflows=[], **options).config(active_config=True))
+
+
+# --- data converter ---------------------------------------------------------------------
+
+
+async def test_user_codec_kept_and_pydantic_converter_added() -> None:
+    codec = UserZlibCodec()
+    client = await lazy_client(
+        data_converter=DataConverter(payload_codec=codec), plugins=[DurableAgentPlugin()]
+    )
+    converter = client.data_converter
+    assert converter.payload_codec is codec
+    assert converter.payload_converter_class is PydanticPayloadConverter
+    assert converter.failure_converter_class is DefaultFailureConverter
+
+
+async def test_default_converter_becomes_pydantic() -> None:
+    client = await lazy_client(plugins=[DurableAgentPlugin()])
+    assert client.data_converter.payload_converter_class is PydanticPayloadConverter
+    assert client.data_converter.payload_codec is None
+
+
+async def test_user_failure_converter_kept_even_with_the_plugins_codec() -> None:
+    plugin_codec = EncryptionCodec({"k": bytes(32)}, "k")
+    client = await lazy_client(
+        data_converter=DataConverter(failure_converter_class=UserFailureConverter),
+        plugins=[DurableAgentPlugin(codec=plugin_codec)],
+    )
+    assert client.data_converter.failure_converter_class is UserFailureConverter
+    assert client.data_converter.payload_codec is plugin_codec
+
+
+async def test_plugin_codec_encodes_failures_when_the_user_left_the_default() -> None:
+    plugin_codec = EncryptionCodec({"k": bytes(32)}, "k")
+    plugin = DurableAgentPlugin(codec=plugin_codec)
+    client = await lazy_client(plugins=[plugin])
+    assert plugin.codec is plugin_codec
+    assert client.data_converter.payload_codec is plugin_codec
+    assert client.data_converter.failure_converter_class is (
+        DefaultFailureConverterWithEncodedAttributes
+    )
+
+
+async def test_custom_payload_converter_kept() -> None:
+    client = await lazy_client(
+        data_converter=DataConverter(payload_converter_class=UserPayloadConverter),
+        plugins=[DurableAgentPlugin()],
+    )
+    assert client.data_converter.payload_converter_class is UserPayloadConverter
+
+
+async def test_two_codecs_are_refused_by_name() -> None:
+    with pytest.raises(PluginConfigurationError) as raised:
+        await lazy_client(
+            data_converter=DataConverter(payload_codec=UserZlibCodec()),
+            plugins=[DurableAgentPlugin(codec=EncryptionCodec({"k": bytes(32)}, "k"))],
+        )
+    assert "UserZlibCodec" in str(raised.value)
+    assert "EncryptionCodec" in str(raised.value)
+
+
+async def test_converter_merge_is_idempotent() -> None:
+    """A client re-created from another's config runs the plugin again: nothing changes."""
+    plugin = DurableAgentPlugin(codec=EncryptionCodec({"k": bytes(32)}, "k"))
+    first = await lazy_client(plugins=[plugin])
+    second = Client(**first.config(active_config=True))
+    assert second.data_converter is first.data_converter
+
+
+def test_replayer_converter_is_merged_too() -> None:
+    codec = UserZlibCodec()
+    config = replayer_config(
+        data_converter=DataConverter(payload_codec=codec), plugins=[DurableAgentPlugin()]
+    )
+    assert config["data_converter"].payload_codec is codec
+    assert config["data_converter"].payload_converter_class is PydanticPayloadConverter
+
+
+# --- sandbox ----------------------------------------------------------------------------
+
+
+class UserRunner(UnsandboxedWorkflowRunner):
+    pass
+
+
+def test_sandbox_restrictions_of_the_user_kept_plus_passthrough() -> None:
+    restrictions = dataclasses.replace(
+        SandboxRestrictions.default,
+        invalid_modules=SandboxMatcher(access={"user_forbidden"}),
+        disable_lazy_sys_module_passthrough=True,
+    ).with_passthrough_modules("user_lib")
+    runner = SandboxedWorkflowRunner(restrictions=restrictions, runner_class=UserRunner)
+    config = replayer_config(workflow_runner=runner, plugins=[DurableAgentPlugin()])
+    merged = config["workflow_runner"]
+    assert isinstance(merged, SandboxedWorkflowRunner)
+    assert merged.runner_class is UserRunner
+    assert merged.restrictions.invalid_modules is restrictions.invalid_modules
+    assert merged.restrictions.invalid_module_members is restrictions.invalid_module_members
+    assert merged.restrictions.disable_lazy_sys_module_passthrough
+    assert merged.restrictions.passthrough_modules >= {"user_lib", *PASSTHROUGH_MODULES}
+    assert restrictions.passthrough_modules.isdisjoint({"durable_agent"}), "user's object intact"
+
+
+def test_default_sandbox_gains_the_passthrough() -> None:
+    merged = replayer_config(plugins=[DurableAgentPlugin()])["workflow_runner"]
+    assert isinstance(merged, SandboxedWorkflowRunner)
+    assert merged.restrictions.passthrough_modules >= set(PASSTHROUGH_MODULES)
+    assert "activities" not in merged.restrictions.passthrough_modules, "the user's, not ours"
+
+
+def test_unsandboxed_runner_kept() -> None:
+    runner = UnsandboxedWorkflowRunner()
+    config = replayer_config(workflow_runner=runner, plugins=[DurableAgentPlugin()])
+    assert config["workflow_runner"] is runner
+
+
+# --- workflows, activities, agents ------------------------------------------------------
+
+
+@activity.defn
+async def shout(text: str) -> str:
+    return text.upper()
+
+
+async def test_workflow_and_activities_added_once() -> None:
+    """On both the client and the worker, the plugin configures a worker twice."""
+    plugin = DurableAgentPlugin()
+    client = await lazy_client(plugins=[plugin])
+    config = WorkerConfig(client=client, task_queue="q", workflows=[], activities=[shout])
+    for _ in range(2):
+        config = plugin.configure_worker(config)
+    assert list(config["workflows"]) == [AgentWorkflow]
+    assert list(config["activities"]) == [shout, *ALL_ACTIVITIES]
+
+
+async def test_agents_register_with_a_worker_not_at_client_connect() -> None:
+    agent = agent_named(unique("plugin-agent"))
+    plugin = DurableAgentPlugin(agents=[agent])
+    client = await lazy_client(plugins=[plugin])
+    assert agent.name not in registry
+    plugin.configure_worker(WorkerConfig(client=client, task_queue="q"))
+    assert registry.get(agent.name).agent is agent
+
+
+def test_replayer_registers_agents_with_their_activity_options() -> None:
+    agent = agent_named(unique("replay-agent"))
+    options = AgentActivityConfig(max_concurrent_tool_activities=3)
+    replayer_config(plugins=[DurableAgentPlugin(agents=[AgentRegistration(agent, options)])])
+    assert registry.get(agent.name).activities is options
+
+
+def test_same_agent_object_again_is_fine() -> None:
+    agent = agent_named(unique("twice"))
+    replayer_config(plugins=[DurableAgentPlugin(agents=[agent])])
+    replayer_config(plugins=[DurableAgentPlugin(agents=[agent, agent])])
+    assert registry.get(agent.name).agent is agent
+
+
+def test_duplicate_agent_name_refused() -> None:
+    name = unique("taken")
+    first, second = agent_named(name, "first"), agent_named(name, "second")
+    replayer_config(plugins=[DurableAgentPlugin(agents=[first])])
+    with pytest.raises(PluginConfigurationError, match=name):
+        replayer_config(plugins=[DurableAgentPlugin(agents=[second])])
+    assert registry.get(name).agent is first
+    with pytest.raises(PluginConfigurationError, match=name):
+        DurableAgentPlugin(agents=[first, second])
+
+
+def test_same_agent_with_other_activity_options_refused() -> None:
+    agent = agent_named(unique("options"))
+    replayer_config(plugins=[DurableAgentPlugin(agents=[agent])])
+    other = AgentRegistration(agent, AgentActivityConfig(max_concurrent_tool_activities=2))
+    with pytest.raises(PluginConfigurationError, match="activity options"):
+        replayer_config(plugins=[DurableAgentPlugin(agents=[other])])
+
+
+def test_not_an_agent_refused() -> None:
+    with pytest.raises(PluginConfigurationError, match="AgentBuilder"):
+        DurableAgentPlugin(agents=["support"])  # type: ignore[list-item]
+
+
+async def test_worker_only_plugin_refused_when_the_client_lacks_its_converter() -> None:
+    """A worker cannot change its client's converter: say so instead of failing on a payload."""
+    client = await lazy_client()
+    with pytest.raises(PluginConfigurationError, match=r"Client\.connect"):
+        DurableAgentPlugin().configure_worker(WorkerConfig(client=client, task_queue="q"))
+    assert client.data_converter.payload_converter_class is DefaultPayloadConverter
+
+
+def test_from_env_takes_agents(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DURABLE_AGENT_ENCRYPTION_KEYS", raising=False)
+    agent = agent_named(unique("env-agent"))
+    plugin = DurableAgentPlugin.from_env(agents=[agent])
+    assert plugin.codec is None
+    assert plugin.agents == [agent]
+
+
+# --- a real worker: the user's workflow runs an agent as a child --------------------------
+
+
+class Ticket(BaseModel):
+    agent: str
+    prompt: str
+
+
+class TicketOutcome(BaseModel):
+    answer: str
+    shouted: str
+
+
+@workflow.defn
+class TicketWorkflow:
+    """A user's workflow: the agent answers as a child workflow, then the user's activity."""
+
+    @workflow.run
+    async def run(self, ticket: Ticket) -> TicketOutcome:
+        result = await workflow.execute_child_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=ticket.agent, prompt=ticket.prompt),
+            id=f"{workflow.info().workflow_id}-agent",
+        )
+        shouted = await workflow.execute_activity(
+            shout, str(result.output), start_to_close_timeout=timedelta(seconds=10)
+        )
+        return TicketOutcome(answer=str(result.output), shouted=shouted)
+
+
+class CountingInterceptor(Interceptor):
+    """The user's interceptor: counts the activities it sees, so we know it stayed on."""
+
+    def __init__(self) -> None:
+        self.activities: list[str] = []
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        seen = self.activities
+
+        class Counting(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                seen.append(activity.info().activity_type)
+                return await super().execute_activity(input)
+
+        return Counting(next)
+
+
+def lookup_order(order_id: str) -> str:
+    """Where an order is.
+
+    Args:
+        order_id: the order number, e.g. "A-17"
+    """
+    return f"order {order_id} ships on Tuesday"
+
+
+async def test_user_worker_hosts_an_agent_as_a_child_workflow(dev_server: DevServer) -> None:
+    name = unique("orders")
+    agent = (
+        AgentBuilder(
+            TestModel.with_responses(
+                [
+                    tool_response(call("lookup_order", "c1", order_id="A-17")),
+                    text_response("Your order ships on Tuesday."),
+                ]
+            )
+        )
+        .name(name)
+        .tool(lookup_order)
+        .build()
+    )
+    codec = UserZlibCodec()
+    client = await Client.connect(
+        dev_server.address,
+        data_converter=DataConverter(payload_codec=codec),
+        plugins=[DurableAgentPlugin(agents=[agent])],
+    )
+    interceptor = CountingInterceptor()
+    workflow_id = unique("ticket")
+    async with new_worker(
+        client, workflows=[TicketWorkflow], activities=[shout], interceptors=[interceptor]
+    ) as worker:
+        assert name in registry
+        outcome = await client.execute_workflow(
+            TicketWorkflow.run,
+            Ticket(agent=name, prompt="Where is order A-17?"),
+            id=workflow_id,
+            task_queue=worker.task_queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+    assert outcome == TicketOutcome(
+        answer="Your order ships on Tuesday.", shouted="YOUR ORDER SHIPS ON TUESDAY."
+    )
+    assert "tool_call" in interceptor.activities, "our activities ran through the user's"
+    assert interceptor.activities[-1] == "shout"
+    plain = await Client.connect(dev_server.address)  # no codec: what the server stores
+    for run in (workflow_id, f"{workflow_id}-agent"):
+        started = (await plain.get_workflow_handle(run).fetch_history()).events[0]
+        payload = started.workflow_execution_started_event_attributes.input.payloads[0]
+        assert payload.metadata["encoding"] == ZLIB, f"{run}: the user's codec was replaced"
