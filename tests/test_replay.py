@@ -1,4 +1,11 @@
-"""Recorded histories replay against today's workflow code: determinism is checked in CI."""
+"""Recorded histories replay against today's workflow code: determinism is checked in CI.
+
+`tests/histories/*.json` were recorded with today's tree (`tests.record_histories`, agents
+in `replay_agents.py`); `tests/histories/<release>/*.json` by a previous release's own worker
+(`tests.record_release_histories`, agents in `upgrade_agents.py`), including runs that
+release left waiting for approval, suspended at a boundary and in the middle of a tool call.
+Every `*.json` under tests/histories replays here.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +13,74 @@ import json
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from durable_agent.temporal import DurableAgentPlugin
 
 from .replay_agents import register_replay_agents
+from .temporal_support import event_types
+from .upgrade_agents import register_upgrade_agents
 
-HISTORIES = sorted((Path(__file__).resolve().parent / "histories").glob("*.json"))
+HISTORY_DIR = Path(__file__).resolve().parent / "histories"
+HISTORIES = sorted(HISTORY_DIR.rglob("*.json"))
+RELEASES = {
+    "v0.1.0": {
+        "tool_run",
+        "suspend_resume",
+        "approved",
+        "denied",
+        "waiting_for_approval",
+        "suspended_at_boundary",
+        "mid_tool_call",
+    },
+}
+
+
+def history_id(path: Path) -> str:
+    return path.relative_to(HISTORY_DIR).with_suffix("").as_posix()
 
 
 def test_histories_are_recorded() -> None:
-    names = {path.stem for path in HISTORIES}
+    names = {path.stem for path in HISTORIES if path.parent == HISTORY_DIR}
     assert {"tool_run", "suspend_resume", "approved", "denied"} <= names
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_release_histories_are_recorded(release: str) -> None:
+    names = {path.stem for path in (HISTORY_DIR / release).glob("*.json")}
+    assert names >= RELEASES[release], f"missing in tests/histories/{release}"
+    assert (HISTORY_DIR / release / "README.md").exists()
+
+
+@pytest.mark.parametrize("release", sorted(RELEASES))
+def test_release_histories_include_unfinished_runs(release: str) -> None:
+    """What the release left running stays unfinished in the files: the replay covers a
+    run waiting for approval, one suspended at a boundary and one with a tool call running."""
+    closed = {
+        f"WORKFLOW_EXECUTION_{end}"
+        for end in ("COMPLETED", "FAILED", "CANCELED", "TERMINATED", "TIMED_OUT")
+    } | {"WORKFLOW_EXECUTION_CONTINUED_AS_NEW"}
+    histories = {
+        name: WorkflowHistory.from_json(
+            name, json.loads((HISTORY_DIR / release / f"{name}.json").read_text())
+        )
+        for name in ("waiting_for_approval", "suspended_at_boundary", "mid_tool_call")
+    }
+    for name, history in histories.items():
+        assert not closed & set(event_types(history)), name
+    mid = histories["mid_tool_call"]
+    last = mid.events[-1]
+    assert last.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    assert last.activity_task_scheduled_event_attributes.activity_type.name == "tool_call"
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[history_id(p) for p in HISTORIES])
 async def test_history_replays(path: Path) -> None:
     register_replay_agents()
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    register_upgrade_agents(replace=True)
+    history = WorkflowHistory.from_json(history_id(path), json.loads(path.read_text()))
     replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()])
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
@@ -56,7 +112,7 @@ async def test_a_changed_agent_fails_replay() -> None:
         replace=True,
     )
     try:
-        path = next(p for p in HISTORIES if p.stem == "tool_run")
+        path = HISTORY_DIR / "tool_run.json"
         history = WorkflowHistory.from_json("tool_run", json.loads(path.read_text()))
         replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()])
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
