@@ -24,6 +24,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelRetry",
     "OutputRetryLimitExceeded",
+    "ToolResultNotSerializable",
     "ToolResultTooLarge",
     "ToolRetryLimitExceeded",
     "UnexpectedModelBehavior",
@@ -87,6 +88,12 @@ class ToolResultTooLarge(AgentError):
     `oversized_tool_result="fail"`."""
 
     kind = "tool_result_too_large"
+
+
+class ToolResultNotSerializable(AgentError):
+    """A tool ran but returned something that is not JSON; retrying would run it again."""
+
+    kind = "tool_result_not_serializable"
 
 
 class OutputRetryLimitExceeded(AgentError):

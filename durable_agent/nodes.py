@@ -11,10 +11,17 @@ import time
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ._fields import omit_empty, omit_none
-from .errors import ApprovalRequired, CallDeferred, ModelRetry, ToolResultTooLarge, UserError
+from .errors import (
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    ToolResultNotSerializable,
+    ToolResultTooLarge,
+    UserError,
+)
 from .messages import (
     InstructionPart,
     ModelMessage,
@@ -320,10 +327,25 @@ async def tool_call(
     tool_return = ToolReturn(
         tool_call_id=call.id,
         name=call.name,
-        content=to_jsonable_python(result),
+        content=_jsonable(result, call),
         metadata={"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed},
     )
     return ToolReturned(tool_return=limit_tool_result(agent, tool_return))
+
+
+def _jsonable(result: object, call: ToolCall) -> Any:
+    """The result as JSON data, or a failure no retry can fix: the tool already ran, and a
+    retried attempt would only run it again."""
+    try:
+        data = to_jsonable_python(result)
+        json.dumps(data)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise ToolResultNotSerializable(
+            f"tool {call.name!r} (call {call.id}) returned a {type(result).__name__}, which "
+            f"cannot be sent to the model as JSON ({exc}); return str, numbers, lists, dicts "
+            "or pydantic models"
+        ) from exc
+    return data
 
 
 def limit_tool_result(agent: Agent[Any], result: ToolReturn) -> ToolReturn:

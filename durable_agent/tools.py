@@ -12,7 +12,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -99,28 +99,37 @@ class Tool:
         requires_approval: bool = False,
     ) -> None:
         self.function = function
-        self.name = name or function.__name__
+        self.name = name or _function_name(function)
         if not _NAME_RE.match(self.name):
             raise UserError(
                 f"tool name {self.name!r} is not allowed: use 1-64 letters, digits, '_' or '-'"
             )
+        target = _target(function)
+        if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+            raise UserError(
+                f"tool {self.name!r} is a generator function: its result could not be sent to "
+                "the model (or recorded); return a list or a string instead"
+            )
         self.max_retries = max_retries
         self.requires_approval = requires_approval
-        self.is_async = inspect.iscoroutinefunction(function)
-        doc_description, param_docs = _parse_docstring(function.__doc__ or "")
+        self.is_async = inspect.iscoroutinefunction(target)
+        doc_description, param_docs = _parse_docstring(inspect.getdoc(target) or "")
         self.description = description if description is not None else doc_description
-        self.takes_ctx, self.args_model = self._build_args_model(param_docs)
+        self.takes_ctx, self.args_model, self._params = self._build_args_model(param_docs)
+        self._positional = [p.name for p in self._params if p.positional]
 
-    def _build_args_model(self, param_docs: dict[str, str]) -> tuple[bool, type[BaseModel]]:
-        signature = inspect.signature(self.function)
+    def _build_args_model(
+        self, param_docs: dict[str, str]
+    ) -> tuple[bool, type[BaseModel], list[_Param]]:
         try:
-            hints = get_type_hints(self.function)
-        except Exception as exc:  # unresolvable forward references
-            raise UserError(f"tool {self.name!r}: cannot resolve type hints: {exc}") from exc
+            signature = inspect.signature(self.function, eval_str=True)
+        except Exception as exc:  # unresolvable forward references, builtins without one
+            raise UserError(f"tool {self.name!r}: cannot read its signature: {exc}") from exc
         takes_ctx = False
         fields: dict[str, Any] = {}
+        params: list[_Param] = []
         for index, (pname, param) in enumerate(signature.parameters.items()):
-            annotation = hints.get(pname, Any)
+            annotation = Any if param.annotation is param.empty else param.annotation
             if index == 0 and annotation is ToolContext:
                 takes_ctx = True
                 continue
@@ -132,13 +141,21 @@ class Tool:
             if annotation is ToolContext:
                 raise UserError(f"tool {self.name!r}: ToolContext must be the first parameter")
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+            # Fields get names of their own and the parameter's name as alias: a parameter
+            # may be called `json`, `schema`, `model_config` or `_x`, which pydantic would
+            # otherwise drop from the schema or refuse.
+            field_name = f"p{len(params)}"
+            fields[field_name] = (
+                annotation,
+                Field(default, alias=pname, description=param_docs.get(pname)),
+            )
+            params.append(_Param(pname, field_name, param.kind is param.POSITIONAL_ONLY))
         model = create_model(
             f"{self.name}_args",
-            __config__=ConfigDict(extra="forbid"),
+            __config__=ConfigDict(extra="forbid", populate_by_name=False),
             **fields,
         )
-        return takes_ctx, model
+        return takes_ctx, model, params
 
     @functools.cached_property
     def _definition(self) -> ToolDefinition:
@@ -158,15 +175,52 @@ class Tool:
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Raises pydantic's `ValidationError`; the caller turns it into a retry prompt."""
         validated = self.args_model.model_validate(arguments)
-        return {name: getattr(validated, name) for name in type(validated).model_fields}
+        return {p.name: getattr(validated, p.field) for p in self._params}
+
+    def _bind(self, ctx: ToolContext, arguments: dict[str, Any]) -> functools.partial[Any]:
+        positional = [ctx] if self.takes_ctx else []
+        positional.extend(arguments[name] for name in self._positional)
+        keywords = {k: v for k, v in arguments.items() if k not in self._positional}
+        return functools.partial(self.function, *positional, **keywords)
 
     async def call(
         self, ctx: ToolContext, arguments: dict[str, Any], *, in_thread: bool = False
     ) -> Any:
-        args = (ctx,) if self.takes_ctx else ()
+        bound = self._bind(ctx, arguments)
         if in_thread and not self.is_async:
-            return await asyncio.to_thread(functools.partial(self.function, *args, **arguments))
-        result = self.function(*args, **arguments)
+            return await asyncio.to_thread(bound)
+        result = bound()
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    field: str
+    positional: bool
+
+
+def _target(function: Any) -> Any:
+    """What decides how a tool is called: the function inside a partial, the `__call__` of
+    a callable object."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    plain = (inspect.isfunction, inspect.ismethod, inspect.isbuiltin, inspect.isclass)
+    if callable(function) and not any(check(function) for check in plain):
+        return type(function).__call__
+    return function
+
+
+def _function_name(function: Any) -> str:
+    inner = function
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    name = getattr(inner, "__name__", None) or type(inner).__name__
+    if not isinstance(name, str) or not name or name == "<lambda>":
+        raise UserError(
+            f"cannot name the tool {function!r}; pass a name: Tool(fn, name='my_tool') or "
+            "AgentBuilder.tool(fn, name='my_tool')"
+        )
+    return name

@@ -22,6 +22,7 @@ from durable_agent.nodes import (
 )
 
 __all__ = [
+    "MAX_APPROVAL_TIMEOUT_SECONDS",
     "MAX_PROMPT_CHARS",
     "AgentStatusView",
     "AgentWorkflowInput",
@@ -69,6 +70,11 @@ class Continuation(BaseModel):
     pause_reason: str | None = None
 
 
+MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
+"""A year and a day: the longest wait for a human a run may set. Far longer ones overflow
+Temporal's timers."""
+
+
 class AgentWorkflowInput(BaseModel):
     agent: str = Field(description="Name of an agent registered on the worker.")
     prompt: str
@@ -79,6 +85,18 @@ class AgentWorkflowInput(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     continuation: Continuation | None = None
     """Set only by the workflow itself when it continues as new."""
+
+    def problem(self) -> str | None:
+        """What makes this input unrunnable, checked where bad input cannot stick a run:
+        by the workflow (which then fails with `invalid_input`) and by clients before they
+        start one. Decoding cannot refuse it, or every workflow task would fail."""
+        timeout = self.approval_timeout_seconds
+        if timeout is not None and not 0 < timeout <= MAX_APPROVAL_TIMEOUT_SECONDS:
+            return (
+                f"approval_timeout_seconds={timeout:g} is out of range; give a number of "
+                f"seconds above 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} (366 days)"
+            )
+        return None
 
 
 class AgentWorkflowResult(BaseModel):

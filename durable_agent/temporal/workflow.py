@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..controller import RunController
-    from ..errors import AgentError, ExecutionSuspended
+    from ..errors import AgentError, ExecutionSuspended, InvalidInput
     from ..executor import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence
     from ..hitl import DeferredToolResult, ToolApprovalDecision
     from ..messages import ModelMessage
@@ -111,6 +111,8 @@ class AgentWorkflow:
         )
         self.controller = controller
         if continuation is None:
+            if problem := input.problem():
+                raise self._failed(InvalidInput(problem))
             try:
                 state = controller.new_state(
                     input.prompt,
@@ -286,7 +288,9 @@ class AgentWorkflow:
 
     def _publish(self) -> None:
         status = self._status()
-        pending = [p for p in self._undecided() if not p.decided]
+        ended = status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+        # A run that ended waits for nobody, whatever calls its last state still lists.
+        pending = [] if ended else [p for p in self._undecided() if not p.decided]
         key = (status, len(pending))
         if key != self._published:
             self._published = key
