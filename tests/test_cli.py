@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -22,8 +23,9 @@ import structlog
 from temporalio.client import Client
 
 from durable_agent import AgentBuilder, CallDeferred, TestModel, ToolReturnPart
-from durable_agent.cli.app import amain, list_query
-from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.cli.app import amain
+from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.temporal.client import list_query
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import registry
 
@@ -49,6 +51,10 @@ class Outcome:
 
     def json(self) -> Any:
         return json.loads(self.out)
+
+    def json_lines(self) -> list[Any]:
+        """`run --json` prints one document per line: the started run, then its report."""
+        return [json.loads(line) for line in self.out.splitlines()]
 
 
 Cli = Callable[..., Awaitable[Outcome]]
@@ -150,7 +156,8 @@ async def test_run_wait_json(client: Client, cli: Cli) -> None:
             "--task-queue", worker.task_queue,
         )  # fmt: skip
     assert outcome.code == 0, outcome.err
-    report = outcome.json()
+    started, report = outcome.json_lines()
+    assert started == {"workflow_id": report["workflow_id"], "run_id": report["run_id"]}
     assert report["result"]["output"] == "structured"
     assert report["result"]["status"] == "completed"
     assert report["failure"] is None
@@ -162,7 +169,7 @@ async def test_run_wait_on_a_failed_run_exits_1(client: Client, cli: Cli) -> Non
             "run", "no-such-agent", "hi", "--wait", "--json", "--task-queue", worker.task_queue
         )
     assert outcome.code == 1
-    assert "unknown_agent: no agent named 'no-such-agent'" in outcome.json()["failure"]
+    assert "unknown_agent: no agent named 'no-such-agent'" in outcome.json_lines()[-1]["failure"]
     assert "failed: unknown_agent" in outcome.err
 
 
@@ -391,6 +398,7 @@ async def test_checkpoints_list_the_nodes_in_order(client: Client, cli: Cli) -> 
         workflow_id = run.out.splitlines()[0]
         table = await cli("checkpoints", workflow_id)
         as_json = await cli("checkpoints", workflow_id, "--json")
+        json_first = await cli("--json", "checkpoints", workflow_id)  # group options go first too
     assert table.code == 0, table.err
     header, *rows = table.out.strip().splitlines()
     assert header.split() == ["#", "NODE", "STEP", "STATUS", "MESSAGES", "BATCH", "PENDING"]
@@ -398,6 +406,7 @@ async def test_checkpoints_list_the_nodes_in_order(client: Client, cli: Cli) -> 
     assert [row.split()[1] for row in rows] == TEXT_RUN_NODES
     assert rows[-1].split()[3] == "completed"
     assert [item["node"] for item in as_json.json()] == TEXT_RUN_NODES
+    assert json_first.json() == as_json.json()
 
 
 async def test_list_finds_a_waiting_run(client: Client, cli: Cli) -> None:
@@ -475,11 +484,16 @@ async def test_usage_errors_exit_2(cli: Cli, capsys: pytest.CaptureFixture[str])
     bad_json = await cli("approve", "id", "d1", "--args", "{not json")
     not_object = await cli("approve", "id", "d1", "--args", "[1]")
     bad_node = await cli("run", "a", "b", "--suspend-at", "nowhere")
+    both_quotes = await cli("list", "--agent", 'say "it\'s"')
+    zero_timeout = await cli("status", "id", "--timeout", "0")
     no_command = await amain([])
-    assert (bad_json.code, not_object.code, bad_node.code, no_command) == (2, 2, 2, 2)
+    codes = (bad_json.code, not_object.code, bad_node.code, both_quotes.code, zero_timeout.code)
+    assert (*codes, no_command) == (2, 2, 2, 2, 2, 2)
+    assert "cannot search for a value with both kinds of quotes" in both_quotes.err
+    assert "must be a number of seconds above 0, got 0" in zero_timeout.err
     assert "not valid JSON" in bad_json.err
     assert "expected a JSON object" in not_object.err
-    assert "invalid choice: 'nowhere'" in bad_node.err
+    assert "Invalid value for '--suspend-at': 'nowhere' is not one of" in bad_node.err
     assert await amain(["--help"]) == 0
     assert "exit codes:" in capsys.readouterr().out
 
@@ -510,3 +524,116 @@ async def test_module_entry_point(dev_server: DevServer) -> None:
     assert listed[0] == 0, listed[2]
     assert listed[1].startswith("WORKFLOW ID")
     assert missing[0] == 3, missing[2]
+
+
+async def test_actions_on_a_workflow_that_is_not_an_agent_run_exit_1(
+    client: Client, cli: Cli
+) -> None:
+    """No worker serves this workflow: the CLI must refuse at once, not wait for an answer
+    (exit 5) or report a signal it sent as done (exit 0)."""
+    other = await client.start_workflow(
+        "NotAnAgent", id=unique("other"), task_queue=unique("no-worker")
+    )
+    started = asyncio.get_running_loop().time()
+    outcomes = {
+        "approve": await cli("approve", other.id, "d1", "--timeout", "30"),
+        "resume": await cli("resume", other.id, "--timeout", "30"),
+        "suspend": await cli("suspend", other.id, "--reason", "x", "--timeout", "30"),
+        "status": await cli("status", other.id, "--timeout", "30"),
+    }
+    elapsed = asyncio.get_running_loop().time() - started
+    history = await other.fetch_history()
+    await other.terminate("test cleanup")
+    assert elapsed < 10
+    for name, outcome in outcomes.items():
+        assert outcome.code == 1, (name, outcome)
+        assert outcome.out == "", name
+        assert outcome.err.strip() == (
+            f"durable-agent: workflow {other.id!r} is not an agent run: its type is "
+            "'NotAnAgent', not 'AgentWorkflow'"
+        ), name
+    assert not any(
+        e.HasField("workflow_execution_signaled_event_attributes") for e in history.events
+    )
+
+
+# -- the process: Ctrl-C, the console script, `durable-agent worker` ------------------------
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "durable-agent"
+
+
+async def read_line(stream: asyncio.StreamReader, timeout: float = 30) -> str:
+    line = await asyncio.wait_for(stream.readline(), timeout)
+    return line.decode()
+
+
+async def test_run_wait_json_prints_the_id_first_and_ctrl_c_exits_130(
+    client: Client, dev_server: DevServer
+) -> None:
+    queue = unique("no-worker")
+    process = await asyncio.create_subprocess_exec(
+        str(CONSOLE_SCRIPT), "run", "nobody", "hi", "--wait", "--json",
+        "--task-queue", queue, "--address", dev_server.address,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    first = json.loads(await read_line(process.stdout))
+    process.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    description = await client.get_workflow_handle(first["workflow_id"]).describe()
+    await client.get_workflow_handle(first["workflow_id"]).terminate("test cleanup")
+    assert process.returncode == 130, err.decode()
+    assert set(first) == {"workflow_id", "run_id"}
+    assert first["workflow_id"].startswith("agent-nobody-")
+    assert out == b""  # nothing after the id: the run has not ended
+    assert f"the run goes on: durable-agent status {first['workflow_id']}" in err.decode()
+    assert description.status is not None
+    assert description.status.name == "RUNNING"
+
+
+def test_worker_help_is_the_workers() -> None:
+    helped = subprocess.run(
+        [str(CONSOLE_SCRIPT), "worker", "--help"], capture_output=True, text=True, timeout=60
+    )
+    listed = subprocess.run(
+        [str(CONSOLE_SCRIPT), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: durable-agent worker")
+    for flag in ("--agents MODULE", "--dev", "--log-format", "--no-examples"):
+        assert flag in helped.stdout
+    assert "TEMPORAL_ADDRESS" in helped.stdout
+    assert listed.returncode == 0
+    assert "  worker " in listed.stdout
+
+
+async def test_durable_agent_worker_serves_a_run(
+    client: Client, dev_server: DevServer, tmp_path: Path
+) -> None:
+    """`durable-agent --address A worker --agents M`: the group's --address reaches the worker
+    (TEMPORAL_ADDRESS points nowhere), which registers M's agents and serves their runs."""
+    queue = unique("cli-worker")
+    (tmp_path / "release").touch()  # tests.worker_agents' slow tool returns at once
+    log = tmp_path / "worker.log"
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": "127.0.0.1:1",
+        "TEMPORAL_TASK_QUEUE": queue,
+        "DA_TEST_DIR": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+    }
+    with open(log, "ab") as output:
+        process = await asyncio.create_subprocess_exec(
+            str(CONSOLE_SCRIPT), "--address", dev_server.address,
+            "worker", "--agents", "tests.worker_agents", "--log-format", "json",
+            cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        handle = await AgentClient(client, task_queue=queue).start("crash-demo", "go")
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(process.wait(), 60)
+    assert result.output == "finished after the slow tool", log.read_text()
+    assert code == 0, log.read_text()
+    assert '"worker started"' in log.read_text()

@@ -1,7 +1,7 @@
-"""`durable-agent`, the command line for people and scripts."""
+"""`durable-agent`, the command line for people and scripts (built on `AgentClient`)."""
 
 from __future__ import annotations
 
-from .app import main
+from .app import amain, main
 
-__all__ = ["main"]
+__all__ = ["amain", "main"]

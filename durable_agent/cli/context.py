@@ -1,0 +1,199 @@
+"""What every command shares: the connection settings, their options, exit codes and the
+argument types whose errors name the bad value."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from durable_agent.temporal.client import DEFAULT_TIMEOUT, AgentClient
+
+__all__ = [
+    "EPILOG",
+    "EXIT_CONNECT",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOT_FOUND",
+    "EXIT_OK",
+    "EXIT_REJECTED",
+    "EXIT_TIMEOUT",
+    "EXIT_USAGE",
+    "JSON_OBJECT",
+    "JSON_VALUE",
+    "POSITIVE_INT",
+    "SECONDS",
+    "Settings",
+    "connection_options",
+]
+
+EXIT_OK = 0
+EXIT_REJECTED = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONNECT = 4
+EXIT_TIMEOUT = 5
+EXIT_INTERRUPTED = 130
+
+DEFAULT_ADDRESS = "localhost:7233"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "durable-agent"
+
+# `\b` keeps click from re-flowing the table.
+EPILOG = """\
+\b
+exit codes:
+  0    success
+  1    the operation was rejected or the run failed (e.g. an update validator refused it,
+       the workflow is already closed or is not an agent run, `run --wait` on a run that
+       failed)
+  2    usage error
+  3    workflow not found
+  4    cannot connect to the Temporal server
+  5    no worker answered in time (query/update timed out; an update may still apply)
+  130  interrupted (a started run goes on)
+"""
+
+
+@dataclass
+class Settings:
+    """Where to connect and how to print; one object shared by the group and the command
+    (the command's own options override the group's)."""
+
+    address: str = DEFAULT_ADDRESS
+    namespace: str = DEFAULT_NAMESPACE
+    task_queue: str = DEFAULT_TASK_QUEUE
+    timeout: float = DEFAULT_TIMEOUT
+    json: bool = False
+
+    async def connect(self) -> AgentClient:
+        return await AgentClient.connect(
+            self.address, self.namespace, task_queue=self.task_queue, timeout=self.timeout
+        )
+
+
+# -- argument types -------------------------------------------------------------------------
+
+
+class JsonValue(click.ParamType[Any, Any]):
+    name = "JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as error:
+            self.fail(f"not valid JSON ({error}): {value!r}", param, ctx)
+
+
+class JsonObject(JsonValue):
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        parsed = super().convert(value, param, ctx)
+        if not isinstance(parsed, dict):
+            self.fail(
+                f'expected a JSON object like \'{{"env": "prod"}}\', got {value!r}', param, ctx
+            )
+        return parsed
+
+
+class Seconds(click.ParamType[float, Any]):
+    name = "SECONDS"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"not a number of seconds: {value!r}", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"must be a number of seconds above 0, got {value}", param, ctx)
+        return seconds
+
+
+class PositiveInt(click.ParamType[int, Any]):
+    name = "N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"not a whole number: {value!r}", param, ctx)
+        if number <= 0:
+            self.fail(f"must be at least 1, got {value}", param, ctx)
+        return number
+
+
+JSON_VALUE = JsonValue()
+JSON_OBJECT = JsonObject()
+SECONDS = Seconds()
+POSITIVE_INT = PositiveInt()
+
+
+# -- the connection options -----------------------------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _store(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """Writes an option into the shared Settings: on the group always (its env/default),
+    on a command only when given there, so `durable-agent --json status ID` and
+    `durable-agent status ID --json` mean the same."""
+    if value is None or (value is False and param.name == "json"):
+        return
+    assert param.name is not None
+    setattr(ctx.ensure_object(Settings), param.name, value)
+
+
+def _option(*names: str, **attrs: Any) -> Callable[[F], F]:
+    return click.option(*names, expose_value=False, callback=_store, **attrs)
+
+
+def connection_options(*, group: bool) -> Callable[[F], F]:
+    """--address, --namespace, --task-queue, --timeout and --json, accepted before the
+    command (on the group, with the environment's defaults) or after it."""
+
+    def default(value: Any) -> Any:
+        return value if group else None
+
+    env = os.environ
+    options = [
+        _option(
+            "--address",
+            default=default(env.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)),
+            metavar="HOST:PORT",
+            help=f"Temporal frontend (env TEMPORAL_ADDRESS, default {DEFAULT_ADDRESS})",
+        ),
+        _option(
+            "--namespace",
+            metavar="NAME",
+            default=default(env.get("TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE)),
+            help=f"Temporal namespace (env TEMPORAL_NAMESPACE, default {DEFAULT_NAMESPACE})",
+        ),
+        _option(
+            "--task-queue",
+            "task_queue",
+            metavar="QUEUE",
+            default=default(env.get("TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE)),
+            help=f"the workers' task queue (env TEMPORAL_TASK_QUEUE, default {DEFAULT_TASK_QUEUE})",
+        ),
+        _option(
+            "--timeout",
+            type=SECONDS,
+            default=default(DEFAULT_TIMEOUT),
+            help=f"seconds to wait for the server or a worker (default {DEFAULT_TIMEOUT:g})",
+        ),
+        _option("--json", "json", is_flag=True, default=False, help="print machine-readable JSON"),
+    ]
+
+    def decorate(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate

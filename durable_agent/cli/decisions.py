@@ -1,0 +1,116 @@
+"""What a person decides for a run: `approve`, `deny`, `deferred`, `resume`, `suspend`.
+
+The first four are workflow updates, so a refusal by the workflow's validator (a wrong call
+id, a second decision, a resume of a run that is not suspended) exits 1 with its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import click
+
+from durable_agent.temporal.client import AgentRunHandle
+from durable_agent.temporal.wire import UpdateAccepted
+
+from .context import EPILOG, EXIT_OK, JSON_OBJECT, JSON_VALUE, Settings, connection_options
+from .output import dump, out
+
+__all__ = ["approve", "deferred", "deny", "resume", "suspend"]
+
+BY_HELP = "who decided (kept for audit)"
+
+
+async def _decide(
+    settings: Settings,
+    workflow_id: str,
+    decide: Callable[[AgentRunHandle], Awaitable[UpdateAccepted]],
+) -> int:
+    handle = (await settings.connect()).get(workflow_id)
+    accepted = await decide(handle)
+    if settings.json:
+        dump(accepted)
+    else:
+        out(accepted.message)
+    return EXIT_OK
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.argument("call_id")
+@click.option("--by", metavar="NAME", help=BY_HELP)
+@click.option("--args", "arguments", type=JSON_OBJECT, help="run the tool with these arguments")
+@connection_options(group=False)
+@click.pass_obj
+def approve(
+    settings: Settings,
+    workflow_id: str,
+    call_id: str,
+    by: str | None,
+    arguments: dict[str, Any] | None,
+) -> Awaitable[int]:
+    """Approve pending tool call CALL_ID of run ID (the ids `status` lists)."""
+    return _decide(
+        settings, workflow_id, lambda run: run.approve(call_id, by=by, override_arguments=arguments)
+    )
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.argument("call_id")
+@click.option("--reason", required=True, help="why; the model sees it")
+@click.option("--by", metavar="NAME", help=BY_HELP)
+@connection_options(group=False)
+@click.pass_obj
+def deny(
+    settings: Settings, workflow_id: str, call_id: str, reason: str, by: str | None
+) -> Awaitable[int]:
+    """Deny pending tool call CALL_ID of run ID: the tool never runs."""
+    return _decide(settings, workflow_id, lambda run: run.deny(call_id, reason, by=by))
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.argument("call_id")
+@click.option("--response", type=JSON_VALUE, required=True, help="the call's result as JSON")
+@click.option("--error", "failed", is_flag=True, help="the call failed with RESPONSE")
+@connection_options(group=False)
+@click.pass_obj
+def deferred(
+    settings: Settings, workflow_id: str, call_id: str, response: Any, failed: bool
+) -> Awaitable[int]:
+    """Deliver the result of deferred tool call CALL_ID of run ID."""
+    state: Literal["success", "error"] = "error" if failed else "success"
+    return _decide(settings, workflow_id, lambda run: run.deferred(call_id, response, state))
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.option("--reason", help="recorded with the resume")
+@connection_options(group=False)
+@click.pass_obj
+def resume(settings: Settings, workflow_id: str, reason: str | None) -> Awaitable[int]:
+    """Resume suspended run ID."""
+    return _decide(settings, workflow_id, lambda run: run.resume(reason))
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.option("--reason", required=True, help="shown while the run is suspended")
+@connection_options(group=False)
+@click.pass_obj
+def suspend(settings: Settings, workflow_id: str, reason: str) -> Awaitable[int]:
+    """Pause run ID at its next boundary, until `durable-agent resume ID`."""
+
+    async def send() -> int:
+        handle = (await settings.connect()).get(workflow_id)
+        await handle.suspend(reason)
+        message = "suspend requested; the run pauses at its next boundary"
+        if settings.json:
+            dump({"workflow_id": handle.id, "message": message, "reason": reason})
+        else:
+            out(f"{message} (resume: durable-agent resume {handle.id})")
+        return EXIT_OK
+
+    return send()

@@ -1,0 +1,311 @@
+"""Starting and looking at runs: `run`, `status`, `list` and `checkpoints`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import click
+from temporalio.client import WorkflowExecutionStatus
+
+from durable_agent import AgentExecutionNode, RunStatus
+from durable_agent.temporal.client import (
+    AgentRunError,
+    AgentRunHandle,
+    RunFailed,
+    list_query,
+)
+from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, PendingApprovalView
+
+from .context import (
+    EPILOG,
+    EXIT_OK,
+    EXIT_REJECTED,
+    POSITIVE_INT,
+    SECONDS,
+    Settings,
+    connection_options,
+)
+from .output import (
+    RunReport,
+    StatusReport,
+    checkpoint_table,
+    compact,
+    dump,
+    dump_line,
+    err,
+    out,
+    output_text,
+    print_status,
+    runs_table,
+)
+
+__all__ = ["checkpoints", "list_runs", "run", "status"]
+
+POLL_SECONDS = 1.0
+"""How often `run --wait` asks the run for its status while it waits for the result."""
+
+
+# -- run ------------------------------------------------------------------------------------
+
+
+@click.command(epilog=EPILOG)
+@click.argument("agent")
+@click.argument("prompt")
+@click.option("--wait", is_flag=True, help="wait for the run and print its output")
+@click.option("--id", "workflow_id", metavar="WORKFLOW_ID", help="default agent-NAME-XXXXXXXX")
+@click.option(
+    "--suspend-at",
+    multiple=True,
+    type=click.Choice([node.value for node in AgentExecutionNode]),
+    metavar="NODE",
+    help="suspend at this node until resumed (repeat for several)",
+)
+@click.option(
+    "--approval-timeout",
+    type=SECONDS,
+    help="deny approvals nobody decided within this many seconds",
+)
+@click.option("--conversation-id", metavar="ID", help="continue this conversation id")
+@connection_options(group=False)
+@click.pass_obj
+def run(
+    settings: Settings,
+    agent: str,
+    prompt: str,
+    wait: bool,
+    workflow_id: str | None,
+    suspend_at: tuple[str, ...],
+    approval_timeout: float | None,
+    conversation_id: str | None,
+) -> Awaitable[int]:
+    """Start a run of AGENT (a name registered on the worker) with PROMPT; prints its
+    workflow id.
+
+    With --json every line is one JSON document: `{"workflow_id": ..., "run_id": ...}` as
+    soon as the run has started, then, with --wait, the report of how it ended.
+    """
+
+    async def start() -> int:
+        agents = await settings.connect()
+        handle = await agents.start(
+            agent,
+            prompt,
+            workflow_id=workflow_id,
+            suspend_at=[AgentExecutionNode(node) for node in suspend_at],
+            approval_timeout_seconds=approval_timeout,
+            conversation_id=conversation_id,
+        )
+        report = RunReport(workflow_id=handle.id, run_id=handle.run_id)
+        if settings.json:
+            dump_line({"workflow_id": handle.id, "run_id": handle.run_id})
+        else:
+            out(handle.id)
+        if not wait:
+            if not settings.json:
+                err(f"started; follow it with: durable-agent status {handle.id}")
+            return EXIT_OK
+        return await _finish(handle, settings, report)
+
+    return start()
+
+
+async def _finish(handle: AgentRunHandle, settings: Settings, report: RunReport) -> int:
+    try:
+        report.result = await _await_result(handle, settings)
+    except RunFailed as error:
+        report.failure = error.failure
+    if settings.json:
+        dump_line(report)
+    elif report.result is not None:
+        out(output_text(report.result))
+    if report.failure is not None:
+        err(f"durable-agent: run {handle.id} failed: {report.failure}")
+        return EXIT_REJECTED
+    return EXIT_OK
+
+
+async def _await_result(handle: AgentRunHandle, settings: Settings) -> AgentWorkflowResult:
+    """Waits for the result; meanwhile tells the user what the run waits for, once each."""
+    result = asyncio.ensure_future(handle.result())
+    shown: set[str] = set()
+    try:
+        while True:
+            done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
+            if done:
+                return result.result()
+            await _hint_waiting(handle, settings, shown)
+    except asyncio.CancelledError:
+        result.cancel()
+        err(f"\nstopped waiting; the run goes on: durable-agent status {handle.id}")
+        raise
+
+
+async def _hint_waiting(handle: AgentRunHandle, settings: Settings, shown: set[str]) -> None:
+    try:
+        view = await handle.status()
+    except AgentRunError:
+        hint = (
+            f"no worker has answered yet; is one running on task queue {settings.task_queue!r}? "
+            "(durable-agent worker, or python worker.py)"
+        )
+        _hint_once(shown, "no-worker", hint)
+        return
+    for key, text in _waiting_hints(handle.id, view):
+        _hint_once(shown, key, text)
+
+
+def _hint_once(shown: set[str], key: str, text: str) -> None:
+    if key not in shown:
+        shown.add(key)
+        err(text)
+
+
+def _waiting_hints(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]]:
+    if view.status != RunStatus.WAITING.value:
+        return []
+    hints = [
+        (f"approval:{p.tool_call_id}", _approval_hint(workflow_id, p))
+        for p in view.pending_approvals
+        if not p.decided
+    ]
+    hints += [
+        (f"deferred:{d.tool_call_id}", _deferred_hint(workflow_id, d))
+        for d in view.deferred_calls
+        if not d.decided
+    ]
+    if view.suspend_reason:
+        key = f"suspend:{view.node}:{view.run_step}:{view.suspend_reason}"
+        hints.append((key, _suspend_hint(workflow_id, view)))
+    return hints
+
+
+def _approval_hint(workflow_id: str, pending: PendingApprovalView) -> str:
+    return (
+        f"waiting for approval of tool `{pending.tool_name}` {compact(pending.arguments)} "
+        f"(call {pending.tool_call_id}); still waiting. Approve with:\n"
+        f"  durable-agent approve {workflow_id} {pending.tool_call_id}\n"
+        f"or deny with:\n"
+        f"  durable-agent deny {workflow_id} {pending.tool_call_id} --reason TEXT"
+    )
+
+
+def _deferred_hint(workflow_id: str, deferred: PendingApprovalView) -> str:
+    return (
+        f"waiting for the result of deferred tool `{deferred.tool_name}` "
+        f"(call {deferred.tool_call_id}); still waiting. Deliver it with:\n"
+        f"  durable-agent deferred {workflow_id} {deferred.tool_call_id} --response JSON"
+    )
+
+
+def _suspend_hint(workflow_id: str, view: AgentStatusView) -> str:
+    return (
+        f"suspended at {view.node} ({view.suspend_reason}); still waiting. Resume with:\n"
+        f"  durable-agent resume {workflow_id}"
+    )
+
+
+# -- status ---------------------------------------------------------------------------------
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@connection_options(group=False)
+@click.pass_obj
+def status(settings: Settings, workflow_id: str) -> Awaitable[int]:
+    """Show where run ID is: status, node, step, usage, pending approvals and deferred calls.
+
+    Exits 0 whatever state it reports; a closed run also shows its result or failure.
+    """
+
+    async def show() -> int:
+        handle = (await settings.connect()).get(workflow_id)
+        description = await handle.describe()
+        closed = description.status not in (None, WorkflowExecutionStatus.RUNNING)
+        report = StatusReport(
+            workflow_id=handle.id,
+            execution_status=description.status.name.lower() if description.status else "unknown",
+            task_queue=description.task_queue,
+            start_time=description.start_time,
+            close_time=description.close_time,
+            view=await _status_view(handle, closed=closed),
+        )
+        if closed:
+            try:
+                report.result = await handle.result()
+            except RunFailed as error:
+                report.failure = error.failure
+        if settings.json:
+            dump(report)
+        else:
+            print_status(report)
+        return EXIT_OK
+
+    return show()
+
+
+async def _status_view(handle: AgentRunHandle, *, closed: bool) -> AgentStatusView | None:
+    """The `status` query. A closed run needs a worker to replay it, so there it is optional."""
+    if not closed:
+        return await handle.status()
+    try:
+        return await handle.status()
+    except AgentRunError as error:
+        err(f"note: {error.message}\nshowing the recorded outcome only")
+        return None
+
+
+# -- checkpoints ----------------------------------------------------------------------------
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@connection_options(group=False)
+@click.pass_obj
+def checkpoints(settings: Settings, workflow_id: str) -> Awaitable[int]:
+    """List the checkpoint boundaries run ID has passed, in order (this workflow run's;
+    runs before a continue-as-new are not included yet)."""
+
+    async def show() -> int:
+        evidence = await (await settings.connect()).get(workflow_id).checkpoints()
+        if settings.json:
+            dump(evidence)
+        elif not evidence:
+            out("no checkpoints yet")
+        else:
+            checkpoint_table(evidence)
+        return EXIT_OK
+
+    return show()
+
+
+# -- list -----------------------------------------------------------------------------------
+
+
+@click.command("list", epilog=EPILOG)
+@click.option("--status", "run_status", type=click.Choice([s.value for s in RunStatus]))
+@click.option("--agent", metavar="NAME", help="only runs of this agent")
+@click.option("--limit", type=POSITIVE_INT, default=20, show_default=True)
+@connection_options(group=False)
+@click.pass_obj
+def list_runs(
+    settings: Settings, run_status: str | None, agent: str | None, limit: int
+) -> Awaitable[int]:
+    """List agent runs, newest first (`--status waiting`: the runs waiting for a human)."""
+    try:
+        query = list_query(run_status, agent)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="'--agent'") from None
+
+    async def show() -> int:
+        agents = await settings.connect()
+        runs = [listed async for listed in agents.list(run_status, agent, limit=limit)]
+        if settings.json:
+            dump(runs)
+        elif not runs:
+            err(f"no agent runs match {query}")
+        else:
+            runs_table(runs)
+        return EXIT_OK
+
+    return show()
