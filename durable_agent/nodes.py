@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -281,9 +282,10 @@ def _retry(call: ToolCall, message: str) -> ToolCallOutcome:
 
 
 async def tool_call(
-    agent: Agent[Any], input: ToolCallInput, *, sync_in_thread: bool = False
+    agent: Agent[Any], input: ToolCallInput, *, executor: Executor | None = None
 ) -> ToolCallOutcome:
-    """Runs one call. Workers pass `sync_in_thread` so a blocking tool cannot stall them."""
+    """Runs one call. Workers pass an `executor` for sync tools so a blocking tool cannot
+    stall them."""
     call = input.call
     tool = agent.tools.get(call.name)
     if tool is None:
@@ -311,7 +313,7 @@ async def tool_call(
     )
     started = time.perf_counter()
     try:
-        result = await tool.call(ctx, validated, in_thread=sync_in_thread)
+        result = await tool.call(ctx, validated, executor=executor)
     except ModelRetry as exc:
         return _retry(call, exc.message)
     except ApprovalRequired as exc:

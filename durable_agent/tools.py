@@ -7,10 +7,12 @@ pydantic model built from the function's signature, so they cannot drift apart.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,11 +186,15 @@ class Tool:
         return functools.partial(self.function, *positional, **keywords)
 
     async def call(
-        self, ctx: ToolContext, arguments: dict[str, Any], *, in_thread: bool = False
+        self, ctx: ToolContext, arguments: dict[str, Any], *, executor: Executor | None = None
     ) -> Any:
+        """A sync tool runs on `executor` when one is given (workers do: a blocking tool
+        must not stall the event loop), else in the caller's thread."""
         bound = self._bind(ctx, arguments)
-        if in_thread and not self.is_async:
-            return await asyncio.to_thread(bound)
+        if executor is not None and not self.is_async:
+            # Like asyncio.to_thread: the tool sees the caller's context (activity info).
+            context = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(executor, context.run, bound)
         result = bound()
         if inspect.isawaitable(result):
             result = await result

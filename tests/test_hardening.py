@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from typing import Any
 
 import pytest
@@ -297,3 +298,34 @@ async def test_cancel_clears_the_waiting_search_attributes(client: Client) -> No
     values = {pair.key.name: pair.value for pair in attributes}
     assert values["AgentStatus"] == "cancelled"
     assert values["PendingApprovals"] == 0
+
+
+# -- 4. sync tools wait for no thread --------------------------------------------------------
+
+
+async def test_many_parallel_sync_tools_each_run_once_within_their_timeout(client: Client) -> None:
+    """The default executor has min(32, cores + 4) threads (6 here): the seventh call used to
+    queue while its start-to-close clock ran, time out, and run a second time."""
+    log = CallLog()
+
+    def slow(n: int) -> int:
+        log.record("slow", n=n)
+        time.sleep(1.5)
+        return n
+
+    count = 12
+    name = unique("threads")
+    model = TestModel.with_responses(
+        [tool_response(*(call("slow", f"s{i}", n=i) for i in range(count))), text_response("ok")]
+    )
+    registry.register(
+        AgentBuilder(model).name(name).tool(slow).build(),
+        AgentActivityConfig(
+            tool_call=fast_activity(start_to_close=2.5, heartbeat=None, maximum_attempts=1)
+        ),
+    )
+    async with new_worker(client) as worker:
+        handle = await start_agent(client, worker, name, "go")
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.output == "ok"
+    assert sorted(log.counts.items()) == [("slow", count)]

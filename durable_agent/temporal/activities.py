@@ -28,6 +28,7 @@ from durable_agent.temporal.wire import (
 
 from .history_cache import history_cache
 from .registry import registry
+from .tool_threads import tool_threads
 
 __all__ = [
     "ALL_ACTIVITIES",
@@ -136,7 +137,7 @@ async def tool_call(input: ToolCallActivityInput) -> nodes.ToolCallOutcome:
     call = input.input.call
     async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
         agent = registry.get(input.agent).agent
-        outcome = await nodes.tool_call(agent, input.input, sync_in_thread=True)
+        outcome = await nodes.tool_call(agent, input.input, executor=tool_threads.executor())
         if isinstance(outcome, nodes.ToolReturned):
             size = outcome.tool_return.metadata.get("truncated_from_bytes")
             if size is not None:

@@ -55,6 +55,7 @@ from durable_agent import Agent, UserError
 
 from .registry import AgentRegistration, registry
 from .search_attributes import ensure_search_attributes
+from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
 from .workflow import AgentWorkflow
 
 __all__ = [
@@ -286,4 +287,9 @@ class DurableAgentPlugin(SimplePlugin):
         else:
             if added:
                 log.info("registered search attributes", added=added)
-        await super().run_worker(worker, next)
+        slots = worker.config().get("max_concurrent_activities") or DEFAULT_ACTIVITY_SLOTS
+        tool_threads.reserve(slots)
+        try:
+            await super().run_worker(worker, next)
+        finally:
+            tool_threads.release(slots)

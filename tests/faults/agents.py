@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from temporalio import activity
@@ -31,6 +32,7 @@ from durable_agent import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    TestModel,
     TextPart,
     ToolCallPart,
     ToolContext,
@@ -121,6 +123,18 @@ async def _tool_body(ctx: ToolContext, *, sleep: float = 0.0) -> None:
     if sleep:
         await asyncio.sleep(sleep)
     append("tool_finished", line)
+
+
+def wait_in_thread(ctx: ToolContext) -> str:
+    """A sync tool that blocks its thread until released and ignores cancellation, as a
+    call into a blocking client library does."""
+    workflow_id, line = _tool_line(ctx)
+    append("tool_started", line)
+    append("tool_blocked", line)
+    while not (test_dir() / f"release-{workflow_id}").exists():
+        time.sleep(0.05)
+    append("tool_finished", line)
+    return "released"
 
 
 # -- fault-steps: two tool steps, then a text answer -----------------------------------------
@@ -288,8 +302,23 @@ fanout_agent = (
 )
 
 
+sync_block_agent = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                ModelResponse(parts=[ToolCallPart(id="w1", name="wait_in_thread", arguments={})]),
+                ModelResponse(parts=[TextPart(text="waited")]),
+            ]
+        )
+    )
+    .name("fault-sync-block")
+    .tool(wait_in_thread)
+    .build()
+)
+
 AGENTS = [
     steps_agent,
+    sync_block_agent,
     approval_agent,
     approval_can_agent,
     flaky_agent,

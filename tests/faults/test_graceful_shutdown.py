@@ -5,7 +5,9 @@ worker that started it, not be cut off and run again elsewhere."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import time
 from pathlib import Path
 
 from durable_agent.temporal.devserver import DevServer
@@ -41,3 +43,32 @@ async def test_sigterm_lets_an_in_flight_tool_call_finish(
         # The attempt in flight at SIGTERM finished on the first worker and was not re-run.
         assert finished == ["1"], f"in-flight tool call was cut off by SIGTERM; see {first.log}"
         assert started == ["1"]
+
+
+async def test_sigterm_exits_after_the_graceful_timeout_despite_a_blocked_sync_tool(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    """A sync tool that ignores cancellation used to hold the process on the event loop's
+    default executor (49 s against a 30 s graceful timeout). Now the process exits once the
+    graceful timeout is over; the call is retried on the next worker (the README says so)."""
+    async with Faults(dev_server.address, tmp_path, "sigterm-sync") as faults:
+        os.environ["DURABLE_AGENT_GRACEFUL_SHUTDOWN_SECONDS"] = "2"
+        try:
+            first = await faults.start_worker()
+        finally:
+            del os.environ["DURABLE_AGENT_GRACEFUL_SHUTDOWN_SECONDS"]
+        handle = await faults.start_run("fault-sync-block", "wait")
+        await faults.wait_for_line("tool_blocked", handle.id)
+        sent = time.monotonic()
+        first.process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(first.process.wait, 20)
+        took = time.monotonic() - sent
+        assert took < 15, f"the worker took {took:.1f}s to exit; see {first.log}"
+        assert faults.lines("tool_finished", handle.id) == [], "the tool was still blocked"
+
+        faults.release(handle.id)
+        await faults.start_worker()
+        result = await faults.result(handle)
+        assert result.output == "waited"
+        attempts = [r[2] for r in faults.lines("tool_started", handle.id)]
+        assert attempts[-1] == "2", "the cut-off call runs again on the next worker"
