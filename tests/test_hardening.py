@@ -6,8 +6,12 @@ Each test here failed before its fix; the README's bad-input table lists the inp
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent import (
     AgentBuilder,
     FunctionModel,
+    InvalidInput,
     ModelMessage,
     ModelResponse,
     TestModel,
@@ -26,8 +31,15 @@ from durable_agent import (
     ToolResultNotSerializable,
     UserError,
 )
+from durable_agent.cli.app import amain
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentActivityConfig, AgentWorkflow, ApprovalSignal, registry
+from durable_agent.temporal import (
+    AgentActivityConfig,
+    AgentClient,
+    AgentWorkflow,
+    ApprovalSignal,
+    registry,
+)
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
 
 from .helpers import CallLog, call, text_response, tool_response
@@ -39,6 +51,8 @@ from .temporal_support import (
     unique,
     wait_for_status,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # -- 1. tool calls without ids of their own ------------------------------------------------
 
@@ -91,6 +105,20 @@ async def test_out_of_range_approval_timeout_fails_the_run_with_invalid_input(
     types = event_types(history)
     assert "WORKFLOW_TASK_FAILED" not in types
     assert "ACTIVITY_TASK_SCHEDULED" not in types
+
+
+async def test_clients_refuse_an_out_of_range_approval_timeout_before_starting(
+    client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = AgentClient(client, task_queue=unique("tq"))
+    with pytest.raises(InvalidInput, match="approval_timeout_seconds=1e\\+15 is out of range"):
+        await agents.start("anything", "go", approval_timeout_seconds=1e15)
+    address = client.service_client.config.target_host
+    code = await amain(
+        ["run", "anything", "go", "--approval-timeout", "1e15", "--address", address]
+    )
+    assert code == 2
+    assert "must be at most 3.16224e+07 seconds, got 1e15" in capsys.readouterr().err
 
 
 # -- 3. tool results that are not JSON -----------------------------------------------------
@@ -329,3 +357,53 @@ async def test_many_parallel_sync_tools_each_run_once_within_their_timeout(clien
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "ok"
     assert sorted(log.counts.items()) == [("slow", count)]
+
+
+async def test_status_of_a_terminated_run_reports_its_real_end(client: Client) -> None:
+    """Terminate cannot run workflow code, so the run's own state still says waiting."""
+    name = unique("terminate")
+    model = TestModel.with_responses([tool_response(call("scale", "c1", replicas=1))])
+
+    def scale(replicas: int) -> str:
+        return str(replicas)
+
+    registry.register(
+        AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
+    )
+    async with new_worker(client) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents.start(name, "go")
+        await wait_for_status(run.handle, "waiting")
+        await run.handle.terminate("ops cleanup")
+        raw = await run.handle.query(AgentWorkflow.status)
+        view = await run.status()
+        listed = [r.workflow_id async for r in agents.list(status="waiting", agent=name)]
+    assert raw.status == "waiting", "the workflow's own view cannot know"
+    assert view.status == "failed"
+    assert view.error == "terminated: the workflow was terminated"
+    assert view.pending_approvals == []
+    assert listed == []
+
+
+# -- 10. what the README's commands need is installed -------------------------------------
+
+
+def test_generate_key_needs_no_cryptography_package() -> None:
+    """`./scripts/dev`'s venv used to lack `cryptography`, and generate-key failed there."""
+    probe = (
+        "import sys; sys.modules['cryptography'] = None\n"
+        "from durable_agent.temporal.encryption import main, parse_keys\n"
+        "main(['generate-key', '--id', 'k1'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    key_id, _, secret = out.stdout.strip().partition(":")
+    assert key_id == "k1"
+    assert len(base64.b64decode(secret)) == 32
+
+
+def test_scripts_dev_installs_the_extras_the_readme_uses() -> None:
+    script = (ROOT / "scripts" / "dev").read_text()
+    assert "'.[openai,crypto]'" in script

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from durable_agent.temporal.client import DEFAULT_TIMEOUT, AgentClient
+from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
 
 __all__ = [
     "EPILOG",
@@ -104,6 +105,9 @@ class JsonObject(JsonValue):
 class Seconds(click.ParamType[float, Any]):
     name = "SECONDS"
 
+    def __init__(self, maximum: float | None = None) -> None:
+        self.maximum = maximum
+
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
@@ -113,6 +117,8 @@ class Seconds(click.ParamType[float, Any]):
             self.fail(f"not a number of seconds: {value!r}", param, ctx)
         if not math.isfinite(seconds) or seconds <= 0:
             self.fail(f"must be a number of seconds above 0, got {value}", param, ctx)
+        if self.maximum is not None and seconds > self.maximum:
+            self.fail(f"must be at most {self.maximum:g} seconds, got {value}", param, ctx)
         return seconds
 
 
@@ -132,6 +138,7 @@ class PositiveInt(click.ParamType[int, Any]):
 JSON_VALUE = JsonValue()
 JSON_OBJECT = JsonObject()
 SECONDS = Seconds()
+APPROVAL_SECONDS = Seconds(maximum=MAX_APPROVAL_TIMEOUT_SECONDS)
 POSITIVE_INT = PositiveInt()
 
 

@@ -18,11 +18,11 @@ from durable_agent.temporal.client import (
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, PendingApprovalView
 
 from .context import (
+    APPROVAL_SECONDS,
     EPILOG,
     EXIT_OK,
     EXIT_REJECTED,
     POSITIVE_INT,
-    SECONDS,
     Settings,
     connection_options,
 )
@@ -63,7 +63,7 @@ POLL_SECONDS = 1.0
 )
 @click.option(
     "--approval-timeout",
-    type=SECONDS,
+    type=APPROVAL_SECONDS,
     help="deny approvals nobody decided within this many seconds",
 )
 @click.option("--conversation-id", metavar="ID", help="continue this conversation id")

@@ -46,6 +46,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentResumeEvidence, RunStatus
 
+from ..errors import InvalidInput
 from .encryption import EncryptionError
 from .plugin import DurableAgentPlugin
 from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
@@ -279,6 +280,16 @@ def _input_fields(fields: dict[str, Any]) -> dict[str, Any]:
 # -- the client -----------------------------------------------------------------------------
 
 
+_CLOSED: dict[WorkflowExecutionStatus, tuple[str, str]] = {
+    WorkflowExecutionStatus.COMPLETED: ("completed", "completed"),
+    WorkflowExecutionStatus.FAILED: ("failed", "the workflow failed"),
+    WorkflowExecutionStatus.CANCELED: ("cancelled", "the workflow was cancelled"),
+    WorkflowExecutionStatus.TERMINATED: ("failed", "terminated: the workflow was terminated"),
+    WorkflowExecutionStatus.TIMED_OUT: ("failed", "timed_out: the workflow timed out"),
+}
+"""How a closed execution ended, as an agent status and a reason."""
+
+
 class AgentClient:
     """Agent runs on one Temporal namespace; `client` must use `DurableAgentPlugin`.
 
@@ -348,11 +359,14 @@ class AgentClient:
 
         `input_fields` are the other fields of `AgentWorkflowInput` (`suspend_at`,
         `approval_timeout_seconds`, `conversation_id`, `message_history`, `metadata`, ...);
-        an unknown one raises TypeError. The workflow id defaults to `agent-NAME-XXXXXXXX`.
+        an unknown one raises TypeError, one out of range `InvalidInput` (before anything is
+        started). The workflow id defaults to `agent-NAME-XXXXXXXX`.
         """
         workflow_input = AgentWorkflowInput(
             agent=agent, prompt=prompt, **_input_fields(input_fields)
         )
+        if problem := workflow_input.problem():
+            raise InvalidInput(problem)
         workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
         try:
             handle = await asyncio.wait_for(
@@ -465,8 +479,25 @@ class AgentRunHandle:
     async def status(self) -> AgentStatusView:
         """The `status` query: node, step, pending approvals and deferred calls, usage.
 
-        A closed run is answered only if a worker can replay it (else `NoWorker`)."""
-        return await self._act("status query", lambda: self.handle.query(AgentWorkflow.status))
+        A closed run is answered only if a worker can replay it (else `NoWorker`). The
+        query answers from the run's own state, which cannot know that the run was
+        terminated or timed out: for a closed run the server's word on how it ended wins,
+        and nothing is pending any more."""
+        description = await self.describe()
+        view = await self._call("status query", lambda: self.handle.query(AgentWorkflow.status))
+        ended = _CLOSED.get(description.status) if description.status else None
+        if ended is None or view.status == ended[0]:
+            return view
+        status, how = ended
+        return view.model_copy(
+            update={
+                "status": status,
+                "error": view.error or how,
+                "pending_approvals": [],
+                "deferred_calls": [],
+                "suspend_reason": None,
+            }
+        )
 
     async def checkpoints(self) -> list[AgentResumeEvidence]:
         """The resume evidence of every boundary of the current run, in order.
