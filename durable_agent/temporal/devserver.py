@@ -22,13 +22,28 @@ from types import TracebackType
 
 from temporalio.client import Client
 
-__all__ = ["DevServer", "temporal_cli"]
+__all__ = ["DevServer", "die_with_parent", "temporal_cli"]
 
 SEARCH_ATTRIBUTE_FLAGS = {
     "AgentName": "Keyword",
     "AgentStatus": "Keyword",
     "PendingApprovals": "Int",
 }
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Runs in a child before exec: the kernel sends it `sig` when its parent dies.
+
+    The dev server runs in a session of its own (a Ctrl-C meant for the worker must not
+    cut the server off mid-shutdown), so it would otherwise outlive a worker killed with
+    SIGKILL or a closed terminal, holding its port and its SQLite file. Linux only; other
+    systems rely on the worker's own shutdown.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig)
 
 
 def temporal_cli() -> str:
@@ -134,6 +149,7 @@ class DevServer:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         log.close()
         deadline = time.monotonic() + timeout

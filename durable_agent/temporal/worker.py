@@ -71,6 +71,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-format", choices=["console", "json"], default="console")
     parser.add_argument("--dev", action="store_true", help="start the embedded Temporal dev server")
     parser.add_argument("--db", default=".temporal/dev.db", help="dev server SQLite file (--dev)")
+    parser.add_argument("--port", type=int, default=7233, help="dev server port (--dev)")
     parser.add_argument("--ui-port", type=int, default=8233, help="dev server Web UI port (--dev)")
     parser.add_argument("--no-demo", action="store_true", help="with --dev, start no example run")
     parser.add_argument(
@@ -176,7 +177,8 @@ async def amain(args: argparse.Namespace, default_agents: Sequence[str] = ()) ->
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP: the terminal running `./scripts/dev` was closed; stop as for Ctrl-C.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
 
     server = None
@@ -185,6 +187,7 @@ async def amain(args: argparse.Namespace, default_agents: Sequence[str] = ()) ->
 
         server = DevServer(
             args.db,
+            port=args.port,
             ui_port=args.ui_port,
             namespace=namespace,
             ui_codec_endpoint=os.environ.get("DURABLE_AGENT_CODEC_ENDPOINT"),

@@ -31,7 +31,7 @@ from durable_agent.temporal import (
     AgentWorkflowResult,
     HistoryPageQuery,
 )
-from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.devserver import DevServer, die_with_parent
 from durable_agent.temporal.wire import HistorySegment
 from tests.helpers import normalized
 from tests.temporal_support import connect
@@ -45,13 +45,9 @@ Handle = WorkflowHandle[Any, AgentWorkflowResult]
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it if the test process dies, so a crashed or
-    interrupted test run never leaves worker processes behind."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    """SIGKILL a worker if the test process dies, so a crashed or interrupted test run never
+    leaves worker processes behind."""
+    die_with_parent(signal.SIGKILL)
 
 
 def unique(prefix: str) -> str:
