@@ -11,6 +11,7 @@ from typing import Any, Generic, Literal, cast
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
+from .approvers import ApproverMap, normalize_approvers
 from .controller import RunController
 from .errors import UserError
 from .executor import AgentCheckpoint, AgentExecutor, DirectAgentExecutor
@@ -71,6 +72,8 @@ class Agent(Generic[OutputT]):
     output_validators: Sequence[OutputValidator] = ()
     output_retries: int = 1
     approval_required: frozenset[str] = frozenset()
+    approvers: ApproverMap = field(default_factory=dict)
+    """Tool name → the users and groups who may decide its approvals (see `.approvers`)."""
     usage_limits: UsageLimits = field(default_factory=UsageLimits)
     max_steps: int | None = None
     parallel_tool_calls: bool = True
@@ -89,6 +92,10 @@ class Agent(Generic[OutputT]):
     def needs_approval(self, tool_name: str) -> bool:
         tool = self.tools.get(tool_name)
         return tool_name in self.approval_required or (tool is not None and tool.requires_approval)
+
+    def approvers_of(self, tool_name: str) -> frozenset[str] | None:
+        """Who may decide a call of `tool_name`; None when anyone may."""
+        return self.approvers.get(tool_name)
 
     def tool_max_retries(self, tool_name: str) -> int:
         tool = self.tools.get(tool_name)
@@ -247,6 +254,7 @@ class AgentBuilder(Generic[OutputT]):
         self._validators: list[OutputValidator] = []
         self._output_retries = 1
         self._approval: list[str] = []
+        self._approvers: dict[str, frozenset[str]] = {}
         self._limits = UsageLimits()
         self._max_steps: int | None = None
         self._parallel = True
@@ -284,6 +292,13 @@ class AgentBuilder(Generic[OutputT]):
 
     def output_retries(self, retries: int) -> AgentBuilder[OutputT]:
         self._output_retries = retries
+        return self
+
+    def approvers(self, approvers: Mapping[str, Sequence[str]]) -> AgentBuilder[OutputT]:
+        """Limits who may decide each named tool's approvals: `{"deploy": ["alice", "ops"]}`
+        (users or groups). Tools left out may be decided by anyone; a later call for the same
+        tool replaces its list."""
+        self._approvers.update(normalize_approvers(approvers))
         return self
 
     def approval_required_tools(self, names: Sequence[str]) -> AgentBuilder[OutputT]:
@@ -341,6 +356,12 @@ class AgentBuilder(Generic[OutputT]):
                 f"approval_required_tools names unknown tool(s) {unknown}; "
                 f"registered tools: {sorted(tools) or 'none'}"
             )
+        unknown = sorted(set(self._approvers) - set(tools))
+        if unknown:
+            raise UserError(
+                f"approvers names unknown tool(s) {unknown}; "
+                f"registered tools: {sorted(tools) or 'none'}"
+            )
         return Agent(
             model=self._model,
             name=self._name,
@@ -350,6 +371,7 @@ class AgentBuilder(Generic[OutputT]):
             output_validators=tuple(self._validators),
             output_retries=self._output_retries,
             approval_required=frozenset(self._approval),
+            approvers=dict(self._approvers),
             usage_limits=self._limits,
             max_steps=self._max_steps,
             parallel_tool_calls=self._parallel,

@@ -1,7 +1,9 @@
 """What a person decides for a run: `approve`, `deny`, `deferred`, `resume`, `suspend`.
 
 The first four are workflow updates, so a refusal by the workflow's validator (a wrong call
-id, a second decision, a resume of a run that is not suspended) exits 1 with its message.
+id, a second decision, a resume of a run that is not suspended, an approver the agent does
+not allow, a missing signature) exits 1 with its message. With DURABLE_AGENT_APPROVAL_KEYS
+set, `approve` and `deny` sign the decision for `--by` and `--group`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from .output import dump, out
 
 __all__ = ["approve", "deferred", "deny", "resume", "suspend"]
 
-BY_HELP = "who decided (kept for audit)"
+BY_HELP = "who decided (kept for audit; checked against the agent's approvers)"
+GROUP_HELP = "a group the decider belongs to (repeatable; checked against the approvers)"
 
 
 async def _decide(
@@ -40,6 +43,7 @@ async def _decide(
 @click.argument("workflow_id", metavar="ID")
 @click.argument("call_id")
 @click.option("--by", metavar="NAME", help=BY_HELP)
+@click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
 @click.option("--args", "arguments", type=JSON_OBJECT, help="run the tool with these arguments")
 @connection_options(group=False)
 @click.pass_obj
@@ -48,11 +52,16 @@ def approve(
     workflow_id: str,
     call_id: str,
     by: str | None,
+    groups: tuple[str, ...],
     arguments: dict[str, Any] | None,
 ) -> Awaitable[int]:
     """Approve pending tool call CALL_ID of run ID (the ids `status` lists)."""
     return _decide(
-        settings, workflow_id, lambda run: run.approve(call_id, by=by, override_arguments=arguments)
+        settings,
+        workflow_id,
+        lambda run: run.approve(
+            call_id, by=by, override_arguments=arguments, groups=list(groups) or None
+        ),
     )
 
 
@@ -61,13 +70,23 @@ def approve(
 @click.argument("call_id")
 @click.option("--reason", required=True, help="why; the model sees it")
 @click.option("--by", metavar="NAME", help=BY_HELP)
+@click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
 @connection_options(group=False)
 @click.pass_obj
 def deny(
-    settings: Settings, workflow_id: str, call_id: str, reason: str, by: str | None
+    settings: Settings,
+    workflow_id: str,
+    call_id: str,
+    reason: str,
+    by: str | None,
+    groups: tuple[str, ...],
 ) -> Awaitable[int]:
     """Deny pending tool call CALL_ID of run ID: the tool never runs."""
-    return _decide(settings, workflow_id, lambda run: run.deny(call_id, reason, by=by))
+    return _decide(
+        settings,
+        workflow_id,
+        lambda run: run.deny(call_id, reason, by=by, groups=list(groups) or None),
+    )
 
 
 @click.command(epilog=EPILOG)

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -44,18 +44,20 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent import AgentResumeEvidence, RunStatus
+from durable_agent import AgentResumeEvidence, ModelMessage, RunStatus
 
 from ..errors import InvalidInput
 from .encryption import EncryptionError
 from .plugin import DurableAgentPlugin
 from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+from .signing import ApprovalKeys, sign_signal
 from .wire import (
     AgentStatusView,
     AgentWorkflowInput,
     AgentWorkflowResult,
     ApprovalSignal,
     DeferredResultSignal,
+    HistoryPageQuery,
     ResumeSignal,
     SuspendSignal,
     UpdateAccepted,
@@ -295,6 +297,8 @@ class AgentClient:
 
     `task_queue` is where `start()` sends runs (the workers' queue); `timeout` bounds each
     query, update and signal, so a run without a worker raises `NoWorker` instead of hanging.
+    `approval_keys` sign every approval and denial (see `.signing`); by default they are
+    those of the client's `DurableAgentPlugin`, if any.
     """
 
     def __init__(
@@ -303,10 +307,16 @@ class AgentClient:
         *,
         task_queue: str = DEFAULT_TASK_QUEUE,
         timeout: float = DEFAULT_TIMEOUT,
+        approval_keys: ApprovalKeys | None = None,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
         self.timeout = timeout
+        if approval_keys is None:
+            plugins = client.config().get("plugins") or []
+            found = [p.approval_keys for p in plugins if isinstance(p, DurableAgentPlugin)]
+            approval_keys = next((keys for keys in found if keys is not None), None)
+        self.approval_keys = approval_keys
 
     @classmethod
     async def connect(
@@ -509,6 +519,21 @@ class AgentRunHandle:
             "checkpoints query", lambda: self.handle.query(AgentWorkflow.checkpoints)
         )
 
+    async def conversation(self, last: int = 50) -> list[ModelMessage]:
+        """The last `last` messages this run holds, oldest first: what led to its pending
+        calls. A run continued as new from a release-0.1 run holds only the messages since
+        it began (earlier ones stay in the runs its `history_segments` query names)."""
+        segments = await self._act(
+            "history query", lambda: self.handle.query(AgentWorkflow.history_segments)
+        )
+        if not segments or last < 1:
+            return []
+        own = segments[-1]
+        page = HistoryPageQuery(offset=max(own.start, own.end - last), limit=last)
+        return await self._act(
+            "history query", lambda: self.handle.query(AgentWorkflow.message_history_page, page)
+        )
+
     async def result(self) -> AgentWorkflowResult:
         """Waits (without a timeout) for the run to end; raises `RunFailed` if it failed,
         was cancelled, terminated or timed out."""
@@ -527,19 +552,44 @@ class AgentRunHandle:
         call_id: str,
         by: str | None = None,
         override_arguments: dict[str, Any] | None = None,
+        *,
+        groups: Sequence[str] | None = None,
     ) -> UpdateAccepted:
-        """Approves pending tool call `call_id`; `override_arguments` replace the model's."""
+        """Approves pending tool call `call_id`; `override_arguments` replace the model's.
+
+        `by` and `groups` are who decided, checked against the agent's approvers; signed
+        when this client has approval keys."""
         request = ApprovalSignal(
             tool_call_id=call_id,
             approved=True,
             decided_by=by,
             override_arguments=override_arguments,
+            groups=list(groups) if groups is not None else None,
         )
-        return await self._update("approval", AgentWorkflow.submit_approval, request)
+        return await self._decide(request)
 
-    async def deny(self, call_id: str, reason: str, by: str | None = None) -> UpdateAccepted:
+    async def deny(
+        self,
+        call_id: str,
+        reason: str,
+        by: str | None = None,
+        *,
+        groups: Sequence[str] | None = None,
+    ) -> UpdateAccepted:
         """Denies pending tool call `call_id`: the tool never runs, the model sees `reason`."""
-        request = ApprovalSignal(tool_call_id=call_id, approved=False, reason=reason, decided_by=by)
+        request = ApprovalSignal(
+            tool_call_id=call_id,
+            approved=False,
+            reason=reason,
+            decided_by=by,
+            groups=list(groups) if groups is not None else None,
+        )
+        return await self._decide(request)
+
+    async def _decide(self, request: ApprovalSignal) -> UpdateAccepted:
+        keys = self.agents.approval_keys
+        if keys is not None:
+            request = sign_signal(keys, self.id, request)
         return await self._update("approval", AgentWorkflow.submit_approval, request)
 
     async def deferred(

@@ -92,11 +92,15 @@ def _aesgcm() -> type[AESGCM]:
     return AESGCM
 
 
-def parse_keys(spec: str) -> tuple[dict[str, bytes], str]:
+def parse_keys(
+    spec: str, *, env_var: str = ENV_VAR, purpose: str = "AES-256"
+) -> tuple[dict[str, bytes], str]:
     """Parses `id:base64key,...` into (keys by id, the active id).
 
     Errors surface at start-up rather than at the first payload, when a worker would
-    otherwise fail tasks over and over.
+    otherwise fail tasks over and over. `env_var` and `purpose` name the setting and what
+    the 32-byte keys are for in those errors: the approval keys
+    (`durable_agent.temporal.signing`) share this format.
     """
     keys: dict[str, bytes] = {}
     active = ""
@@ -108,30 +112,30 @@ def parse_keys(spec: str) -> tuple[dict[str, bytes], str]:
         key_id = key_id.strip()
         if not sep or not key_id:
             raise EncryptionError(
-                f"{ENV_VAR}: an entry is not `id:base64key` (entry number {len(keys) + 1}); "
+                f"{env_var}: an entry is not `id:base64key` (entry number {len(keys) + 1}); "
                 "generate one with `python -m durable_agent.temporal.encryption generate-key`"
             )
         if not _KEY_ID.match(key_id):
             raise EncryptionError(
-                f"{ENV_VAR}: key id {key_id!r} must be 1-64 letters, digits, '.', '_' or '-'"
+                f"{env_var}: key id {key_id!r} must be 1-64 letters, digits, '.', '_' or '-'"
             )
         if key_id in keys:
-            raise EncryptionError(f"{ENV_VAR}: key id {key_id!r} is listed twice")
+            raise EncryptionError(f"{env_var}: key id {key_id!r} is listed twice")
         try:
             key = base64.b64decode(encoded.strip(), validate=True)
         except (binascii.Error, ValueError):
             raise EncryptionError(
-                f"{ENV_VAR}: key {key_id!r} is not valid base64"
+                f"{env_var}: key {key_id!r} is not valid base64"
             ) from None  # the cause would echo key material
         if len(key) != KEY_BYTES:
             raise EncryptionError(
-                f"{ENV_VAR}: key {key_id!r} is {len(key)} bytes; AES-256 needs {KEY_BYTES}"
+                f"{env_var}: key {key_id!r} is {len(key)} bytes; {purpose} needs {KEY_BYTES}"
             )
         keys[key_id] = key
         active = active or key_id
     if not keys:
         raise EncryptionError(
-            f"{ENV_VAR} lists no keys; set it to `id:base64key` "
+            f"{env_var} lists no keys; set it to `id:base64key` "
             "(`python -m durable_agent.temporal.encryption generate-key` makes one)"
         )
     return keys, active

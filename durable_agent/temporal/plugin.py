@@ -55,6 +55,7 @@ from durable_agent import Agent, UserError
 
 from .registry import AgentRegistration, registry
 from .search_attributes import ensure_search_attributes
+from .signing import ApprovalKeys, worker_keys
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
 from .workflow import AgentWorkflow
 
@@ -105,6 +106,7 @@ class DurableAgentPlugin(SimplePlugin):
         agents: Sequence[Agent[Any] | AgentRegistration] = (),
         *,
         codec: PayloadCodec | None = None,
+        approval_keys: ApprovalKeys | None = None,
     ) -> None:
         """`agents` are hosted by every worker (and replayer) this plugin configures; an
         `AgentRegistration(agent, AgentActivityConfig(...))` sets that agent's activity timeouts.
@@ -113,6 +115,10 @@ class DurableAgentPlugin(SimplePlugin):
         failure messages and stack traces move into an encoded payload too (unless the user
         chose a failure converter), since a tool's or model's error text can quote the
         conversation.
+
+        `approval_keys` (see `.signing`): every worker this plugin configures accepts only
+        approvals signed with one of them, and an `AgentClient` on this client signs its
+        decisions with the first.
         """
         entries: dict[str, tuple[Agent[Any], AgentRegistration | None]] = {}
         for entry in agents:
@@ -132,6 +138,7 @@ class DurableAgentPlugin(SimplePlugin):
                 entries[agent.name] = (agent, registration)
         self._agents = list(entries.values())
         self.codec = codec
+        self.approval_keys = approval_keys
         super().__init__(
             "durable-agent.DurableAgentPlugin",
             data_converter=self._data_converter,
@@ -147,10 +154,12 @@ class DurableAgentPlugin(SimplePlugin):
     @classmethod
     def from_env(cls, agents: Sequence[Agent[Any] | AgentRegistration] = ()) -> DurableAgentPlugin:
         """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set; raises
-        `durable_agent.temporal.encryption.EncryptionError` when the keys there are malformed."""
+        `durable_agent.temporal.encryption.EncryptionError` when the keys there are malformed.
+        Requires (and makes) signed approvals when DURABLE_AGENT_APPROVAL_KEYS is set
+        (`ApprovalKeyError`, an `EncryptionError`, when it does not parse)."""
         from .encryption import codec_from_env
 
-        return cls(agents, codec=codec_from_env())
+        return cls(agents, codec=codec_from_env(), approval_keys=ApprovalKeys.from_env())
 
     # --- data converter -------------------------------------------------------------------
 
@@ -289,7 +298,12 @@ class DurableAgentPlugin(SimplePlugin):
                 log.info("registered search attributes", added=added)
         slots = worker.config().get("max_concurrent_activities") or DEFAULT_ACTIVITY_SLOTS
         tool_threads.reserve(slots)
+        keys, queue = self.approval_keys, worker.task_queue
+        if keys is not None:
+            worker_keys.set(queue, keys)
         try:
             await super().run_worker(worker, next)
         finally:
             tool_threads.release(slots)
+            if keys is not None:
+                worker_keys.discard(queue, keys)

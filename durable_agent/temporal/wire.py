@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -123,6 +124,13 @@ class ApprovalSignal(BaseModel):
     reason: str | None = None
     decided_by: str | None = None
     override_arguments: dict[str, Any] | None = None
+    groups: list[str] | None = None
+    """The approver's groups, checked against `AgentBuilder.approvers` with `decided_by`."""
+    signed_at: datetime | None = None
+    signature: str | None = None
+    """`v1:<key id>:<mac>` over this decision (see `durable_agent.temporal.signing`);
+    required when the worker has DURABLE_AGENT_APPROVAL_KEYS. All three fields are optional,
+    so decisions sent before they existed still decode."""
 
 
 class DeferredResultSignal(BaseModel):
@@ -145,6 +153,15 @@ class PendingApprovalView(BaseModel):
     arguments: Any
     reason: str | None = None
     decided: bool = False
+    waiting_since: datetime | None = None
+    """When the run began waiting for this call (the workflow's clock)."""
+    expires_at: datetime | None = None
+    """When an unanswered approval is denied ("approval expired"); None: never."""
+    approvers: list[str] | None = None
+    """Who may decide it (users or groups, `AgentBuilder.approvers`); None: anyone."""
+    overridable: bool = False
+    """Whether an approval may replace the arguments: the tool is one whose arguments the
+    workflow can validate."""
 
 
 class AgentStatusView(BaseModel):

@@ -84,7 +84,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def plugin() -> DurableAgentPlugin:
-    """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`)."""
+    """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`);
+    requires signed approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`). A
+    setting that does not parse stops the worker with a message naming it."""
     try:
         built = DurableAgentPlugin.from_env()
     except EncryptionError as error:
@@ -92,6 +94,9 @@ def plugin() -> DurableAgentPlugin:
     codec = built.codec
     if isinstance(codec, EncryptionCodec):
         log.info("payload encryption on", active_key=codec.active, key_ids=codec.key_ids)
+    keys = built.approval_keys
+    if keys is not None:
+        log.info("signed approvals required", signing_key=keys.active, key_ids=keys.key_ids)
     return built
 
 

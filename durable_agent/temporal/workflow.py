@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -29,10 +29,12 @@ with workflow.unsafe.imports_passed_through():
     from ..state import AgentRunState, RunStatus
     from ..stream import AgentStreamRecord
     from ..usage import Usage
+    from .authorization import decision_problem
     from .executor import CONTINUE_AS_NEW, TemporalExecutor
     from .registry import AgentRegistration, registry
     from .runner import ActivityNodeRunner, WorkflowIdSource
     from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+    from .signing import worker_keys
     from .wire import (
         AgentStatusView,
         AgentWorkflowInput,
@@ -52,6 +54,9 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["AgentWorkflow"]
 
 APPROVAL_EXPIRED = "approval expired"
+DROPPED_APPROVAL = "durable-agent.approval-signal-dropped"
+"""Patch-marker prefix recording that an `approval` signal was refused by the authorization
+check (see `AgentWorkflow._signal_authorization`)."""
 SignalT = TypeVar("SignalT", bound=BaseModel)
 
 
@@ -81,6 +86,9 @@ class AgentWorkflow:
         self.delivered: set[str] = set()
         self.error: str | None = None
         self._published: tuple[str, int] | None = None
+        self.waiting_since: datetime | None = None
+        """`workflow.now()` when the run last began waiting for humans (state, not a command)."""
+        self._approval_signals = 0
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -239,6 +247,7 @@ class AgentWorkflow:
             raise self._failed(error) from error
 
     async def _wait_for_humans(self, state: AgentRunState) -> None:
+        self.waiting_since = workflow.now()
         self._publish()
         timeout = self.input.approval_timeout_seconds
         try:
@@ -282,9 +291,26 @@ class AgentWorkflow:
                 arguments=a.arguments,
                 reason=a.reason,
                 decided=a.decision is not None or a.tool_call_id in self.decisions,
+                **self._wait_view(a.tool_name, approval=True),
             )
             for a in self.state.pending_approval_tool_returns
         ]
+
+    def _wait_view(self, tool_name: str, *, approval: bool) -> dict[str, Any]:
+        """When a pending call began waiting, when it expires, who may decide it and whether
+        its arguments may be replaced: for the inbox, from the run's own state."""
+        since = self.waiting_since
+        timeout = self.input.approval_timeout_seconds
+        agent = self.controller.agent if self.controller is not None else None
+        allowed = agent.approvers_of(tool_name) if agent is not None and approval else None
+        return {
+            "waiting_since": since,
+            "expires_at": since + timedelta(seconds=timeout)
+            if since is not None and timeout and approval
+            else None,
+            "approvers": sorted(allowed) if allowed is not None else None,
+            "overridable": approval and agent is not None and tool_name in agent.tools,
+        }
 
     def _publish(self) -> None:
         status = self._status()
@@ -330,6 +356,7 @@ class AgentWorkflow:
                 arguments=d.arguments,
                 reason=d.reason,
                 decided=d.tool_call_id in self.results,
+                **self._wait_view(d.tool_name, approval=False),
             )
             for d in (state.deferred_tool_returns if state else [])
         ]
@@ -409,6 +436,45 @@ class AgentWorkflow:
             problem = self.controller.override_problem(
                 state, signal.tool_call_id, signal.override_arguments
             )
+        return problem
+
+    def _authorization_problem(self, signal: ApprovalSignal) -> str | None:
+        """Whether the sender may make this decision: the tool's approvers and, when this
+        worker has approval keys, a valid signature. Asked once `_approval_problem` found
+        the call pending; reads state and the worker's keys only."""
+        state = self.state
+        assert self.controller is not None
+        assert state is not None
+        tool = next(
+            a.tool_name
+            for a in state.pending_approval_tool_returns
+            if a.tool_call_id == signal.tool_call_id
+        )
+        info = workflow.info()
+        return decision_problem(
+            self.controller.agent,
+            tool,
+            signal,
+            workflow_id=info.workflow_id,
+            keys=worker_keys.get(info.task_queue),
+            now=workflow.now(),
+        )
+
+    def _signal_authorization(self, signal: ApprovalSignal) -> str | None:
+        """`_authorization_problem` for a signal, whose verdict must replay unchanged.
+
+        A signal cannot be refused, only dropped, and whether it is dropped depends on this
+        worker's keys and the agent's approvers, which history does not hold. So a drop is
+        recorded as a patch marker (one per signal that gets this far): a replay, on a
+        worker with other keys or none, drops exactly the signals that were dropped.
+        """
+        self._approval_signals += 1
+        marker = f"{DROPPED_APPROVAL}-{self._approval_signals}"
+        if workflow.unsafe.is_replaying_history_events():
+            return "dropped when it arrived" if workflow.patched(marker) else None
+        problem = self._authorization_problem(signal)
+        if problem is not None:
+            workflow.patched(marker)
         return problem
 
     def _deferred_problem(self, tool_call_id: str) -> str | None:
@@ -495,7 +561,7 @@ class AgentWorkflow:
         signal = self._signal_input(ApprovalSignal, "approval", inputs)
         if signal is None:
             return
-        problem = self._approval_problem(signal)
+        problem = self._approval_problem(signal) or self._signal_authorization(signal)
         if problem:
             workflow.logger.warning("approval signal ignored: %s", problem)
             return
@@ -512,6 +578,9 @@ class AgentWorkflow:
         problem = self._approval_problem(request)
         if problem:
             raise ApplicationError(problem, type="invalid_approval", non_retryable=True)
+        problem = self._authorization_problem(request)
+        if problem:
+            raise ApplicationError(problem, type="unauthorized_approval", non_retryable=True)
 
     @workflow.signal
     def deferred_result(self, *inputs: Any) -> None:
