@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -214,15 +215,18 @@ async def test_run_then_status_shows_the_pending_approval(client: Client, cli: C
         report = await wait_until_waiting(cli, workflow_id)
         outcome = await cli("status", workflow_id)
     assert report["execution_status"] == "running"
-    assert report["view"]["pending_approvals"] == [
-        {
-            "tool_call_id": "d1",
-            "tool_name": "deploy",
-            "arguments": {"env": "prod"},
-            "reason": None,
-            "decided": False,
-        }
-    ]
+    (pending,) = report["view"]["pending_approvals"]
+    assert datetime.fromisoformat(pending.pop("waiting_since")).tzinfo is not None
+    assert pending == {
+        "tool_call_id": "d1",
+        "tool_name": "deploy",
+        "arguments": {"env": "prod"},
+        "reason": None,
+        "decided": False,
+        "expires_at": None,
+        "approvers": None,
+        "overridable": True,
+    }
     assert outcome.code == 0, outcome.err
     lines = outcome.out.splitlines()
     assert f"workflow    {workflow_id}  (running)" in lines

@@ -6,6 +6,7 @@
     durable-agent deny agent-deployer-1a2b3c4d call_deploy_0 --reason "change freeze"
     durable-agent list --status waiting
     durable-agent worker --agents my_agents
+    durable-agent inbox --users inbox-users.toml
 
 The commands are thin: `durable_agent.temporal.AgentClient` does the work, and this module
 turns its errors into the documented exit codes. Parsing (click) is synchronous and returns
@@ -55,6 +56,7 @@ from .context import (
     Settings,
     connection_options,
 )
+from .inbox import inbox
 from .output import err
 from .worker import worker
 
@@ -94,6 +96,7 @@ for command in (
     runs.checkpoints,
     runs.list_runs,
     worker,
+    inbox,
 ):
     cli.add_command(command)
 

@@ -1,0 +1,56 @@
+// The approvals inbox's few lines of script: poll the list, keep relative times fresh.
+// No eval, no inline script (the page's Content-Security-Policy forbids both).
+(function () {
+  "use strict";
+
+  function busy(root) {
+    // Never re-render the list under someone who is typing a reason or editing arguments.
+    const active = document.activeElement;
+    if (active && root.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) {
+      return true;
+    }
+    const edited = Array.from(root.querySelectorAll("textarea, input:not([type=hidden])")).some(
+      function (el) { return el.value !== el.defaultValue; }
+    );
+    return edited || root.querySelector(".htmx-request") !== null;
+  }
+
+  function poll() {
+    const root = document.getElementById("runs");
+    if (!root || !window.htmx || busy(root)) {
+      return;
+    }
+    const body = document.getElementById("runs-body");
+    const version = body ? body.dataset.version : "";
+    window.htmx.ajax("GET", "/runs?v=" + encodeURIComponent(version || ""), {
+      target: "#runs", swap: "innerHTML",
+    });
+  }
+
+  function relative(iso) {
+    const seconds = (Date.parse(iso) - Date.now()) / 1000;
+    const future = seconds > 0;
+    const s = Math.abs(seconds);
+    let amount;
+    if (s < 60) amount = Math.floor(s) + " s";
+    else if (s < 3600) amount = Math.floor(s / 60) + " min";
+    else if (s < 172800) amount = Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+    else amount = Math.floor(s / 86400) + " days";
+    return future ? "in " + amount : amount + " ago";
+  }
+
+  function refreshTimes() {
+    document.querySelectorAll("time[data-relative]").forEach(function (el) {
+      el.textContent = relative(el.getAttribute("datetime"));
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    const root = document.getElementById("runs");
+    if (root) {
+      const every = parseInt(root.dataset.pollMs || "2000", 10);
+      window.setInterval(poll, Math.max(every, 500));
+    }
+    window.setInterval(refreshTimes, 5000);
+  });
+})();

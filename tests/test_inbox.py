@@ -1,0 +1,515 @@
+"""The approvals inbox, driven in headless Chromium (Playwright, the system chromium).
+
+A real dev server, a real worker and the real inbox app served by uvicorn; the browser
+logs in, reads the pending calls and clicks the buttons. Forged and CSRF-less requests go
+through the same browser session with Playwright's request API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from durable_agent import (
+    AgentBuilder,
+    CallDeferred,
+    FunctionModel,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from durable_agent.inbox import InboxSettings, create_app
+from durable_agent.inbox.auth import User, UserDirectory, hash_password
+from durable_agent.inbox.server import InboxServer
+from durable_agent.models import AgentInfo
+from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
+from durable_agent.temporal.client import AgentClient
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.encryption import generate_key
+from durable_agent.temporal.registry import registry
+from durable_agent.temporal.signing import ApprovalKeys
+from durable_agent.temporal.wire import ApprovalSignal
+
+from .temporal_support import new_worker, start_agent, wait_for_status
+
+playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
+GROUPS = {"alice": ("release",), "bob": ("dev",), "carol": ("ops",)}
+"""alice may decide `deploy` by name, carol through the ops group, bob not at all."""
+
+
+@pytest.fixture(scope="module")
+def users() -> UserDirectory:
+    return UserDirectory(
+        User(name, hash_password(password), GROUPS[name]) for name, password in PASSWORDS.items()
+    )
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Any]:
+    assert CHROMIUM, "chromium is not installed: run `apt-get install -y chromium`"
+    async with playwright_api.async_playwright() as driver:
+        launched = await driver.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield launched
+        await launched.close()
+
+
+class Agents:
+    """A deployer (approval by alice or ops) and a reporter (a deferred call), both with
+    fresh names; the model echoes what the tool returned, so the test reads what it saw."""
+
+    def __init__(self) -> None:
+        suffix = uuid.uuid4().hex[:6]
+        self.deployer = f"inbox-deployer-{suffix}"
+        self.reporter = f"inbox-reporter-{suffix}"
+        self.deployed: list[dict[str, Any]] = []
+
+        def deploy(env: str, replicas: int = 1) -> str:
+            """Deploy the service."""
+            self.deployed.append({"env": env, "replicas": replicas})
+            return f"deployed {env} with {replicas} replicas"
+
+        def fetch_report(day: str) -> str:
+            """Ask the data team for a report; it arrives later."""
+            raise CallDeferred("the data team sends it")
+
+        registry.register(
+            AgentBuilder(FunctionModel(_script("deploy", {"env": "prod", "replicas": 2}, "d1")))
+            .name(self.deployer)
+            .instructions("You deploy carefully.")
+            .tool(deploy)
+            .approval_required_tools(["deploy"])
+            .approvers({"deploy": ["alice", "ops"]})
+            .build()
+        )
+        registry.register(
+            AgentBuilder(FunctionModel(_script("fetch_report", {"day": "monday"}, "r1")))
+            .name(self.reporter)
+            .tool(fetch_report)
+            .build()
+        )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.deployer, self.reporter)
+
+
+def _script(tool: str, arguments: dict[str, Any], call_id: str) -> Any:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        if isinstance(last, ModelRequest):
+            returns = [p for p in last.parts if isinstance(p, ToolReturnPart)]
+            if returns:
+                return ModelResponse(parts=[TextPart(text=f"model saw: {returns[0].content}")])
+        return ModelResponse(
+            parts=[
+                TextPart(text=f"I will call {tool}."),
+                ToolCallPart(id=call_id, name=tool, arguments=arguments),
+            ]
+        )
+
+    return respond
+
+
+@asynccontextmanager
+async def serving(
+    client: Client,
+    worker: Worker,
+    agents: Agents,
+    users: UserDirectory | None,
+    **options: Any,
+) -> AsyncIterator[str]:
+    keys = options.pop("approval_keys", None)
+    settings = InboxSettings(
+        secret="s" * 40, users=users, poll_seconds=0.5, agents=agents.names, **options
+    )
+    inbox_client = AgentClient(client, task_queue=worker.task_queue, approval_keys=keys)
+    async with InboxServer(create_app(inbox_client, settings), "127.0.0.1", 0) as server:
+        yield server.url
+
+
+async def login(browser: Any, url: str, user: str) -> Any:
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    page = await context.new_page()
+    await page.goto(url + "/")
+    assert "/login" in page.url
+    await page.fill("input[name=username]", user)
+    await page.fill("input[name=password]", PASSWORDS[user])
+    await page.click("button[type=submit]")
+    await page.wait_for_url(url + "/")
+    return page
+
+
+def card(page: Any, handle: WorkflowHandle[Any, Any]) -> Any:
+    return page.locator(f'article[data-workflow-id="{handle.id}"]')
+
+
+async def accepted_decisions(
+    client: Client, handle: WorkflowHandle[Any, Any]
+) -> list[ApprovalSignal]:
+    """The approvals the run accepted, as they are in its history."""
+    converter = client.data_converter.payload_converter
+    history = await handle.fetch_history()
+    decisions = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == "submit_approval":
+                (payload,) = request.input.args.payloads
+                decisions.append(converter.from_payload(payload, ApprovalSignal))
+    return decisions
+
+
+async def csrf_of(page: Any) -> str:
+    token: str = await page.locator("input[name=csrf_token]").first.get_attribute("value")
+    return token
+
+
+async def deploy_run(client: Client, worker: Worker, agents: Agents) -> WorkflowHandle[Any, Any]:
+    handle = await start_agent(
+        client, worker, agents.deployer, "ship v2 to prod", approval_timeout_seconds=3600
+    )
+    await wait_for_status(handle, "waiting")
+    return handle
+
+
+# -- tests ----------------------------------------------------------------------------------
+
+
+async def test_an_approver_sees_the_waiting_call_and_approves_it(
+    client: Client, dev_server: DevServer, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        page = await login(browser, url, "alice")
+        await page.wait_for_selector("[data-testid=empty]")
+        handle = await deploy_run(client, worker, agents)  # appears without a reload
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        text = await run.inner_text()
+        assert agents.deployer in text
+        assert "deploy needs approval" in text
+        assert "d1" in text
+        assert "ship v2 to prod" in text  # the conversation that led to it
+        assert "I will call deploy." in text
+        assert re.search(r"waiting\s+\d+ s ago", text), text
+        assert re.search(r"expires\s+in 59 min", text), text
+        assert "approvers\talice, ops" in text or "approvers alice, ops" in text.replace("\n", " ")
+        arguments = json.loads(await run.locator("textarea[name=arguments]").input_value())
+        assert arguments == {"env": "prod", "replicas": 2}
+
+        await run.locator("[data-testid=approve]").click()
+        flash = run.locator("[data-testid=flash]")
+        await flash.wait_for()
+        assert (await flash.inner_text()).startswith("approved deploy (d1) as alice; the run is")
+        result = await handle.result()
+        assert result.output == "model saw: deployed prod with 2 replicas"
+        assert agents.deployed == [{"env": "prod", "replicas": 2}]
+        (decision,) = await accepted_decisions(client, handle)
+        assert (decision.decided_by, decision.groups, decision.approved) == (
+            "alice",
+            ["release"],
+            True,
+        )
+        await page.locator(f'article[data-workflow-id="{handle.id}"]').wait_for(
+            state="detached", timeout=15_000
+        )
+        await page.context.close()
+
+
+async def test_a_non_approver_gets_no_usable_button_and_a_forged_post_is_refused(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page = await login(browser, url, "bob")
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        assert await run.locator("[data-testid=approve]").is_disabled()
+        assert await run.locator("[data-testid=deny]").is_disabled()
+        assert await run.locator("textarea").count() == 0
+        refusal = await run.locator("[data-testid=refusal]").inner_text()
+        assert (
+            refusal
+            == "'bob' (groups: dev) may not decide tool 'deploy'; its approvers are alice, ops"
+        )
+        before = await handle.query(AgentWorkflow.status)
+
+        forged = await page.request.post(
+            f"{url}/runs/{handle.id}/calls/d1/approve",
+            form={"csrf_token": await csrf_of(page), "arguments": ""},
+        )
+        assert forged.status == 403
+        assert (
+            "you may not decide this call: 'bob' (groups: dev) may not decide tool 'deploy'"
+            in html.unescape(await forged.text())
+        )
+        # decided_by is the session's identity, never a form field
+        as_alice = await page.request.post(
+            f"{url}/runs/{handle.id}/calls/d1/deny",
+            form={"csrf_token": await csrf_of(page), "reason": "no", "decided_by": "alice"},
+        )
+        assert as_alice.status == 403
+        assert await handle.query(AgentWorkflow.status) == before
+        assert agents.deployed == []
+        await page.context.close()
+        await handle.terminate("test done")
+
+
+async def test_a_denial_needs_a_reason_and_the_reason_reaches_the_model(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page = await login(browser, url, "carol")  # an approver through the ops group
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        before = await handle.query(AgentWorkflow.status)
+        await run.locator("[data-testid=deny]").click()
+        flash = run.locator("[data-testid=flash]")
+        await flash.wait_for()
+        assert await flash.inner_text() == (
+            "give a reason to deny the call: the agent's model reads it"
+        )
+        assert await handle.query(AgentWorkflow.status) == before
+
+        await run.locator("[data-testid=reason]").fill("change freeze until Monday")
+        await run.locator("[data-testid=deny]").click()
+        await page.wait_for_function(
+            "() => document.body.innerText.includes('denied deploy (d1) as carol')"
+        )
+        result = await handle.result()
+        assert result.output == "model saw: The call was not approved: change freeze until Monday"
+        assert agents.deployed == []
+        (decision,) = await accepted_decisions(client, handle)
+        assert (decision.decided_by, decision.groups, decision.approved) == (
+            "carol",
+            ["ops"],
+            False,
+        )
+        await page.context.close()
+
+
+async def test_bad_arguments_a_second_click_and_a_deferred_result(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page = await login(browser, url, "alice")
+        stale = await login(browser, url, "carol")
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        await card(stale, handle).wait_for(timeout=15_000)
+        before = await handle.query(AgentWorkflow.status)
+
+        arguments = run.locator("textarea[name=arguments]")
+        await arguments.fill('{"env": "prod", "replicas": "many"}')
+        await run.locator("[data-testid=approve]").click()
+        flash = run.locator("[data-testid=flash]")
+        await flash.wait_for()
+        message = await flash.inner_text()
+        assert message.startswith(
+            "the run refused it: override_arguments for tool 'deploy' (call 'd1') are invalid:"
+        ), message
+        assert "replicas" in message
+        await run.locator("textarea[name=arguments]").fill('{"env": "prod", ')
+        await run.locator("[data-testid=approve]").click()
+        await page.wait_for_function(
+            "() => document.body.innerText.includes('the arguments are not valid JSON')"
+        )
+        assert await handle.query(AgentWorkflow.status) == before
+
+        await run.locator("textarea[name=arguments]").fill('{"env": "prod", "replicas": 5}')
+        await run.locator("[data-testid=approve]").click()
+        await page.wait_for_function(
+            "() => document.body.innerText.includes('approved deploy (d1) with your arguments')"
+        )
+        # carol's click comes second (her page loaded the form before alice decided)
+        second = await stale.request.post(
+            f"{url}/runs/{handle.id}/calls/d1/approve",
+            form={"csrf_token": await csrf_of(stale), "arguments": ""},
+            headers={"HX-Request": "true"},
+        )
+        assert second.status == 409
+        assert re.search(
+            r"tool call &#39;d1&#39; of run \S+ is no longer waiting for a decision|"
+            r"run \S+ is (running|completed); it is no longer waiting for anyone",
+            await second.text(),
+        ), await second.text()
+        assert (await handle.result()).output == "model saw: deployed prod with 5 replicas"
+        assert agents.deployed == [{"env": "prod", "replicas": 5}]
+        assert len(await accepted_decisions(client, handle)) == 1
+
+        report = await start_agent(client, worker, agents.reporter, "monday's report please")
+        await wait_for_status(report, "waiting")
+        deferred = card(page, report)
+        await deferred.wait_for(timeout=15_000)
+        assert "fetch_report waits for its result" in await deferred.inner_text()
+        await deferred.locator("[data-testid=response]").fill('{"rows": 3}')
+        await deferred.locator("[data-testid=deliver]").click()
+        await deferred.locator("[data-testid=flash]").wait_for()
+        assert (await report.result()).output == "model saw: {'rows': 3}"
+        await page.context.close()
+        await stale.context.close()
+
+
+async def test_login_and_csrf_are_enforced(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        context = await browser.new_context()
+        anonymous = context.request
+        assert (await anonymous.get(f"{url}/runs")).status == 401
+        response = await anonymous.get(f"{url}/", max_redirects=0)
+        assert response.status == 303
+        assert response.headers["location"] == "/login?next=/"
+        refused = await anonymous.post(f"{url}/runs/{handle.id}/calls/d1/approve", form={})
+        assert refused.status == 401
+        assert handle.id not in await refused.text()
+
+        page = await context.new_page()
+        await page.goto(f"{url}/login")
+        await page.fill("input[name=username]", "alice")
+        await page.fill("input[name=password]", "wrong")
+        await page.click("button[type=submit]")
+        assert "wrong user name or password" in await page.inner_text("body")
+        no_token = await context.request.post(
+            f"{url}/login", form={"username": "alice", "password": PASSWORDS["alice"]}
+        )
+        assert no_token.status == 403
+
+        page = await login(browser, url, "alice")
+        await card(page, handle).wait_for(timeout=15_000)
+        before = await handle.query(AgentWorkflow.status)
+        without = await page.request.post(f"{url}/runs/{handle.id}/calls/d1/approve", form={})
+        assert without.status == 403
+        assert "CSRF token" in await without.text()
+        wrong = await page.request.post(
+            f"{url}/runs/{handle.id}/calls/d1/approve", form={"csrf_token": "x" * 43}
+        )
+        assert wrong.status == 403
+        headers = (await page.request.get(f"{url}/")).headers
+        assert headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert await handle.query(AgentWorkflow.status) == before
+        assert agents.deployed == []
+        await context.close()
+        await page.context.close()
+        await handle.terminate("test done")
+
+
+async def test_a_trusted_header_is_the_identity_and_without_it_nothing_is_shown(
+    client: Client, browser: Any
+) -> None:
+    agents = Agents()
+    async with (
+        new_worker(client) as worker,
+        serving(
+            client,
+            worker,
+            agents,
+            None,
+            trusted_user_header="X-Forwarded-User",
+            trusted_groups_header="X-Forwarded-Groups",
+        ) as url,
+    ):
+        handle = await deploy_run(client, worker, agents)
+        context = await browser.new_context()
+        missing = await context.request.get(f"{url}/")
+        assert missing.status == 401
+        assert handle.id not in await missing.text()
+        proxied = await browser.new_context(
+            extra_http_headers={
+                "X-Forwarded-User": "dana@example.com",
+                "X-Forwarded-Groups": "ops,qa",
+            }
+        )
+        page = await proxied.new_page()
+        await page.goto(f"{url}/")
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        assert "dana@example.com" in await page.inner_text("header.top")
+        await run.locator("[data-testid=approve]").click()
+        await run.locator("[data-testid=flash]").wait_for()
+        assert (await handle.result()).output == "model saw: deployed prod with 2 replicas"
+        (decision,) = await accepted_decisions(client, handle)
+        assert (decision.decided_by, decision.groups) == ("dana@example.com", ["ops", "qa"])
+        await context.close()
+        await proxied.close()
+
+
+async def test_the_inbox_signs_for_a_worker_that_requires_signatures(
+    dev_server: DevServer, browser: Any, users: UserDirectory
+) -> None:
+    keys = ApprovalKeys.parse(generate_key("inbox-test"))
+    keyed = await Client.connect(
+        dev_server.address, plugins=[DurableAgentPlugin(approval_keys=keys)]
+    )
+    agents = Agents()
+    async with (
+        new_worker(keyed) as worker,
+        serving(keyed, worker, agents, users, approval_keys=keys) as url,
+    ):
+        handle = await deploy_run(keyed, worker, agents)
+        page = await login(browser, url, "alice")
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        await page.screenshot(path=str(ARTIFACTS / "inbox_signed.png"))
+        await run.locator("[data-testid=approve]").click()
+        await run.locator("[data-testid=flash]").wait_for()
+        assert (await handle.result()).output == "model saw: deployed prod with 2 replicas"
+        (decision,) = await accepted_decisions(keyed, handle)
+        assert decision.signature is not None
+        assert decision.signature.startswith("v1:inbox-test:")
+        await page.context.close()
+
+
+async def test_screenshot_of_the_inbox(client: Client, browser: Any, users: UserDirectory) -> None:
+    """The picture in the README (tests/artifacts/inbox.png; copied to docs/ by hand)."""
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        deploy = await deploy_run(client, worker, agents)
+        report = await start_agent(client, worker, agents.reporter, "monday's sales report")
+        await wait_for_status(report, "waiting")
+        page = await login(browser, url, "alice")
+        await card(page, deploy).wait_for(timeout=15_000)
+        await card(page, report).wait_for(timeout=15_000)
+        await asyncio.sleep(0.5)
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "inbox.png"), full_page=True)
+        await page.context.close()
+        await deploy.terminate("test done")
+        await report.terminate("test done")
