@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -172,3 +173,55 @@ async def test_durable_agent_approve_signs_with_the_key(
         )
         assert (await handle.result()).output == "ok"
     assert ran == ["prod"]
+
+
+async def test_the_dev_worker_serves_the_inbox_with_a_printed_login(tmp_path: Path) -> None:
+    """`python worker.py --dev` (what ./scripts/dev runs) serves the inbox next to the UI."""
+    from playwright.async_api import async_playwright
+
+    inbox_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "DURABLE_AGENT_"))}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "worker.py",
+        "--dev",
+        "--no-demo",
+        "--no-examples",
+        "--db",
+        str(tmp_path / "dev.db"),
+        "--port",
+        str(free_port()),
+        "--ui-port",
+        str(free_port()),
+        "--inbox-port",
+        str(inbox_port),
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        found = None
+        while found is None:
+            line = (await asyncio.wait_for(process.stdout.readline(), 90)).decode()
+            assert line, "the dev worker ended before it served the inbox"
+            found = re.search(r"Approvals inbox: (\S+)  \(log in as dev / (\S+), groups ops", line)
+        url, password = found.groups()
+        assert url == f"http://localhost:{inbox_port}"
+        assert (tmp_path / "inbox-dev-password").read_text().strip() == password
+        async with async_playwright() as driver:
+            session = await driver.request.new_context()
+            login_page = await (await session.get(f"{url}/login")).text()
+            token = re.search(r'name="csrf_token" value="([^"]+)"', login_page)
+            assert token is not None
+            inbox = await session.post(
+                f"{url}/login",
+                form={"csrf_token": token.group(1), "username": "dev", "password": password},
+            )
+            assert inbox.status == 200
+            assert "Waiting on a human" in await inbox.text()
+            await session.dispose()
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 60) == 0

@@ -20,7 +20,8 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import structlog
 from temporalio.client import Client
@@ -30,10 +31,14 @@ from temporalio.worker import Worker
 from ..agent import Agent
 from ..logs import configure_logging
 from . import DEFAULT_TASK_QUEUE
+from .client import AgentRunError
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
 from .registry import AgentRegistry, registry
 from .search_attributes import ensure_search_attributes
+
+if TYPE_CHECKING:
+    from ..inbox.server import InboxServer
 
 log = structlog.get_logger("durable_agent.worker")
 
@@ -74,6 +79,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=7233, help="dev server port (--dev)")
     parser.add_argument("--ui-port", type=int, default=8233, help="dev server Web UI port (--dev)")
     parser.add_argument("--no-demo", action="store_true", help="with --dev, start no example run")
+    parser.add_argument(
+        "--inbox-port", type=int, default=8234, help="approvals inbox port (--dev; default 8234)"
+    )
+    parser.add_argument("--no-inbox", action="store_true", help="with --dev, serve no inbox")
     parser.add_argument(
         "--graceful-shutdown-seconds",
         type=float,
@@ -204,6 +213,7 @@ async def amain(args: argparse.Namespace, default_agents: Sequence[str] = ()) ->
             f"Temporal Web UI: {server.ui_url}  (server {address}, data in {server.db_file})",
             flush=True,
         )
+    inbox: InboxServer | None = None
     try:
         ready = asyncio.Event()
         worker = asyncio.create_task(
@@ -216,14 +226,50 @@ async def amain(args: argparse.Namespace, default_agents: Sequence[str] = ()) ->
                 graceful_shutdown_seconds=args.graceful_shutdown_seconds,
             )
         )
+        if args.dev and not args.no_inbox:
+            inbox = await dev_inbox(args, address, namespace, task_queue, ready, worker)
         if args.dev and not args.no_demo and "deployer" in registry:
             await ready.wait()
             await start_demo(address, namespace, task_queue)
         await worker
     finally:
+        if inbox is not None:
+            await inbox.stop()
         if server is not None:
             server.stop()
     return 0
+
+
+async def dev_inbox(
+    args: argparse.Namespace,
+    address: str,
+    namespace: str,
+    task_queue: str,
+    ready: asyncio.Event,
+    worker: asyncio.Task[None],
+) -> InboxServer | None:
+    """The approvals inbox next to the dev server's Web UI, once the worker polls; without
+    the `inbox` extra, or with its port taken, the worker runs on without it."""
+    waiting = asyncio.ensure_future(ready.wait())
+    await asyncio.wait([waiting, worker], return_when=asyncio.FIRST_COMPLETED)
+    if not ready.is_set():
+        waiting.cancel()
+        return None
+    try:
+        from ..inbox import InboxConfigError
+        from ..inbox.dev import start_dev_inbox
+    except ImportError:
+        log.warning("no approvals inbox: pip install 'durable-agent[inbox]' for it")
+        return None
+    try:
+        inbox, line = await start_dev_inbox(
+            address, namespace, task_queue, port=args.inbox_port, directory=Path(args.db).parent
+        )
+    except (InboxConfigError, AgentRunError) as error:
+        log.warning("no approvals inbox", error=str(error))
+        return None
+    print(line, flush=True)
+    return inbox
 
 
 def main(argv: Sequence[str] | None = None, *, default_agents: Sequence[str] = ()) -> int:
