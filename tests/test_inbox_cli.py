@@ -13,11 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 from temporalio.client import Client
 
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.cli.app import amain
-from durable_agent.inbox.auth import UserDirectory, verify_password
+from durable_agent.inbox.auth import (
+    InboxConfigError,
+    LoginThrottle,
+    UserDirectory,
+    verify_password,
+)
+from durable_agent.inbox.server import InboxServer
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
@@ -225,3 +232,34 @@ async def test_the_dev_worker_serves_the_inbox_with_a_printed_login(tmp_path: Pa
     finally:
         process.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(process.wait(), 60) == 0
+
+
+def test_five_wrong_passwords_lock_a_name_for_a_minute() -> None:
+    throttle = LoginThrottle()
+    for second in range(5):
+        assert throttle.blocked_for("alice", now=100.0 + second) == 0
+        throttle.failed("alice", now=100.0 + second)
+    assert throttle.blocked_for("alice", now=105.0) == pytest.approx(59.0)
+    assert throttle.blocked_for("bob", now=105.0) == 0
+    assert throttle.blocked_for("alice", now=165.0) == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("alice:md5$abc", "the password hash of user 'alice' is not `scrypt$N$r$p$salt$hash`"),
+        ("alice", "user 'alice' has no password_hash string"),
+        ("al ice", "user 'al' has no password_hash string"),
+    ],
+)
+def test_a_bad_users_entry_is_refused_naming_the_user(spec: str, message: str) -> None:
+    with pytest.raises(InboxConfigError) as caught:
+        UserDirectory.from_spec(spec)
+    assert message in str(caught.value)
+
+
+async def test_a_taken_port_is_an_error_naming_it() -> None:
+    app = Starlette()
+    async with InboxServer(app, "127.0.0.1", 0) as first:
+        with pytest.raises(InboxConfigError, match=f"cannot listen on 127.0.0.1:{first.port}"):
+            await InboxServer(app, "127.0.0.1", first.port).start()
