@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunStatus
 from .stream import AgentStreamRecord, StreamSink
 from .tools import Tool, ToolContext, ToolDefinition, ToolFunc
+from .toolsets import Toolset
 from .usage import Usage, UsageLimits
 
 __all__ = ["Agent", "AgentBuilder", "AgentResult"]
@@ -82,6 +84,8 @@ class Agent(Generic[OutputT]):
     max_tool_result_bytes: int = 256_000
     """Tool results larger than this (as JSON) are truncated or fail the run."""
     oversized_tool_result: OversizedToolResult = "truncate"
+    toolsets: Sequence[Toolset] = ()
+    """Sources of tools listed at run time (MCP servers), each under a name of its own."""
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
 
     def with_executor(self, executor: AgentExecutor) -> Agent[OutputT]:
@@ -104,8 +108,38 @@ class Agent(Generic[OutputT]):
     def is_output_tool(self, tool_name: str) -> bool:
         return self.output_type is not None and tool_name == OUTPUT_TOOL_NAME
 
-    def request_parameters(self) -> ModelRequestParameters:
-        return self._request_parameters
+    def toolset(self, name: str) -> Toolset:
+        toolset = self._toolsets_by_name.get(name)
+        if toolset is None:
+            raise UserError(
+                f"agent {self.name!r} has no toolset named {name!r} (toolsets: "
+                f"{sorted(self._toolsets_by_name) or 'none'}); the run was started with another "
+                "definition of this agent, so register the same toolsets on every worker"
+            )
+        return toolset
+
+    @functools.cached_property
+    def _toolsets_by_name(self) -> dict[str, Toolset]:
+        return {toolset.name: toolset for toolset in self.toolsets}
+
+    @contextlib.asynccontextmanager
+    async def open_toolsets(self) -> AsyncIterator[None]:
+        """Keeps every toolset open while the block runs: an in-process run opens its
+        servers' sessions for the run (a toolset already open stays open after it)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for toolset in self.toolsets:
+                await stack.enter_async_context(toolset)
+            yield
+
+    def request_parameters(
+        self, toolset_tools: Sequence[ToolDefinition] = ()
+    ) -> ModelRequestParameters:
+        """The request's tools and output settings; `toolset_tools` (the run's listed
+        toolset tools) are shown to the model after the function tools."""
+        if not toolset_tools:
+            return self._request_parameters
+        base = self._request_parameters
+        return base.model_copy(update={"function_tools": [*base.function_tools, *toolset_tools]})
 
     @functools.cached_property
     def _request_parameters(self) -> ModelRequestParameters:
@@ -187,7 +221,8 @@ class Agent(Generic[OutputT]):
             conversation_id=conversation_id,
             metadata=metadata,
         )
-        return self._result(await controller.start(state))
+        async with self.open_toolsets():
+            return self._result(await controller.start(state))
 
     async def resume(
         self,
@@ -199,7 +234,8 @@ class Agent(Generic[OutputT]):
     ) -> AgentResult[OutputT]:
         """Continues from a stored checkpoint, doing that node's work and what follows."""
         controller = self.controller(runner=runner, ids=ids, sink=sink)
-        return self._result(await controller.resume(checkpoint))
+        async with self.open_toolsets():
+            return self._result(await controller.resume(checkpoint))
 
     async def resume_after_hitl(
         self,
@@ -213,9 +249,10 @@ class Agent(Generic[OutputT]):
     ) -> AgentResult[OutputT]:
         """Continues a waiting run once every pending call has a decision or result."""
         controller = self.controller(runner=runner, ids=ids, sink=sink)
-        return self._result(
-            await controller.continue_after_hitl(state, approvals, deferred_results)
-        )
+        async with self.open_toolsets():
+            return self._result(
+                await controller.continue_after_hitl(state, approvals, deferred_results)
+            )
 
     async def run_stream(
         self, prompt: str, *, message_history: Sequence[ModelMessage] | None = None
@@ -262,6 +299,7 @@ class AgentBuilder(Generic[OutputT]):
         self._settings: ModelSettings | None = None
         self._max_tool_result_bytes = 256_000
         self._oversized: OversizedToolResult = "truncate"
+        self._toolsets: list[Toolset] = []
 
     def name(self, name: str) -> AgentBuilder[OutputT]:
         self._name = name
@@ -278,6 +316,17 @@ class AgentBuilder(Generic[OutputT]):
     def tools(self, tools: Sequence[ToolFunc | Tool]) -> AgentBuilder[OutputT]:
         for tool in tools:
             self.tool(tool)
+        return self
+
+    def toolset(self, toolset: Toolset) -> AgentBuilder[OutputT]:
+        """Adds a source of tools listed at run time, e.g. `durable_agent.mcp.MCPServerStdio`;
+        an agent may have several, each under its own name."""
+        if not isinstance(toolset, Toolset):
+            raise UserError(
+                f"toolset needs a Toolset (MCPServerStdio, MCPServerStreamableHTTP, ...), got "
+                f"{type(toolset).__name__}"
+            )
+        self._toolsets.append(toolset)
         return self
 
     def output_type(self, output_type: type[NewOutputT]) -> AgentBuilder[NewOutputT]:
@@ -350,7 +399,15 @@ class AgentBuilder(Generic[OutputT]):
             if self._output_type is not None and tool.name == OUTPUT_TOOL_NAME:
                 raise UserError(f"{OUTPUT_TOOL_NAME!r} is reserved for structured output")
             tools[tool.name] = tool
-        unknown = sorted(set(self._approval) - set(tools))
+        names = [toolset.name for toolset in self._toolsets]
+        if len(set(names)) < len(names):
+            twice = sorted({name for name in names if names.count(name) > 1})
+            raise UserError(
+                f"two toolsets are named {twice[0]!r}; give each server a unique name (name=...)"
+            )
+        # A toolset's tools are known only once a run lists them: names that may be theirs
+        # are checked then (see AgentLoop._check_listed_names).
+        unknown = sorted(set(self._approval) - set(tools)) if not self._toolsets else []
         if unknown:
             raise UserError(
                 f"approval_required_tools names unknown tool(s) {unknown}; "
@@ -379,4 +436,5 @@ class AgentBuilder(Generic[OutputT]):
             model_settings=self._settings,
             max_tool_result_bytes=self._max_tool_result_bytes,
             oversized_tool_result=self._oversized,
+            toolsets=tuple(self._toolsets),
         )

@@ -156,16 +156,32 @@ class RunController:
             return None
         pending = {a.tool_call_id: a for a in state.pending_approval_tool_returns}
         approval = pending.get(tool_call_id)
-        tool = self.agent.tools.get(approval.tool_name) if approval is not None else None
-        if tool is None:
+        if approval is None:
             return None
-        try:
-            tool.validate_arguments(arguments)
-        except ValidationError as error:
-            return (
-                f"override_arguments for tool {tool.name!r} (call {tool_call_id!r}) are "
-                f"invalid: {format_validation_error(error)}"
-            )
+        name = approval.tool_name
+        tool = self.agent.tools.get(name)
+        if tool is None:
+            problem = self._toolset_argument_problem(state, name, arguments)
+        else:
+            try:
+                tool.validate_arguments(arguments)
+                problem = None
+            except ValidationError as error:
+                problem = format_validation_error(error)
+        if problem is None:
+            return None
+        call = f"tool {name!r} (call {tool_call_id!r})"
+        return f"override_arguments for {call} are invalid: {problem}"
+
+    def _toolset_argument_problem(
+        self, state: AgentRunState, name: str, arguments: dict[str, Any]
+    ) -> str | None:
+        """Checks against the schema the run listed, as the call itself will."""
+        for listing in state.toolset_listings:
+            for listed in listing.tools:
+                if listed.name == name:
+                    toolset = self.agent.toolset(listed.toolset)
+                    return toolset.argument_problem(listed, arguments)
         return None
 
     def deferred_problem(

@@ -34,6 +34,7 @@ from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, Too
 from .ids import format_timestamp, new_id
 from .messages import ModelRequest, ModelRequestPart, ToolCall, ToolReturn
 from .nodes import (
+    ListToolsInput,
     ModelRequestInput,
     OutputOk,
     PrepareModelRequestInput,
@@ -43,11 +44,16 @@ from .nodes import (
     ToolCallOutcome,
     ToolDeferred,
     ToolRetry,
+    ToolReturned,
     ValidateOutputInput,
+    unknown_tool,
 )
+from .output import OUTPUT_TOOL_NAME
 from .runner import Driver
 from .state import AgentRunState, RunError, RunStatus
 from .stream import AgentStreamRecord, StreamKind
+from .tools import ToolDefinition
+from .toolsets import ToolsetListing, ToolsetTool, check_approval_names, index_toolset_tools
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -79,6 +85,9 @@ class AgentLoop:
         bounds = (agent.max_concurrent_tools, driver.max_concurrent_tools)
         limits = [n for n in bounds if n is not None]
         self.max_concurrent_tools = min(limits) if limits else None
+        self._indexed: list[ToolsetListing] | None = None
+        self._index: dict[str, tuple[ToolsetTool, str]] = {}
+        self._definitions: list[ToolDefinition] = []
 
     # -- stream and boundaries -------------------------------------------------------------
 
@@ -211,6 +220,8 @@ class AgentLoop:
 
     async def _prepare(self) -> AgentExecutionNode:
         state = self.state
+        if self.agent.toolsets:
+            await self._list_toolsets()
         order = self._call_order()
         returns = sorted(
             state.pending_tool_returns, key=lambda r: order.get(r.tool_call_id, 1 << 30)
@@ -254,7 +265,11 @@ class AgentLoop:
         agent.usage_limits.check_before_request(state.usage)
         self.emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=state.run_step + 1)
         response = await self.runner.model_request(
-            ModelRequestInput.for_run(self._ref(), messages=state.message_history)
+            ModelRequestInput.for_run(
+                self._ref(),
+                messages=state.message_history,
+                toolset_tools=self.toolset_definitions(),
+            )
         )
         usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
         self.emit(
@@ -306,6 +321,72 @@ class AgentLoop:
             )
         state.pending_retry_prompts = [outcome.retry_prompt]
         return N.PREPARE_MODEL_REQUEST
+
+    # -- toolsets --------------------------------------------------------------------------
+
+    async def _list_toolsets(self) -> None:
+        """Lists each toolset this run has no fresh listing of, and keeps the listings in
+        state: later steps, resumes and replays use them instead of asking again."""
+        state = self.state
+        known = {listing.toolset: listing for listing in state.toolset_listings}
+        wanted = [
+            toolset.name
+            for toolset in self.agent.toolsets
+            if (listing := known.get(toolset.name)) is None or listing.stale
+        ]
+        if not wanted:
+            return
+        ref = self._ref()
+        inputs = [ListToolsInput.for_run(ref, toolset=name) for name in wanted]
+        if len(inputs) == 1:
+            fresh = [await self.runner.list_tools(inputs[0])]
+        else:
+            fresh = list(await asyncio.gather(*(self.runner.list_tools(i) for i in inputs)))
+        for name, listing in zip(wanted, fresh, strict=True):
+            known[name] = listing.model_copy(update={"toolset": name})
+        listings = [known[toolset.name] for toolset in self.agent.toolsets]
+        reserved = [OUTPUT_TOOL_NAME] if self.agent.output_type is not None else []
+        index = index_toolset_tools(listings, self.agent.tools, reserved)
+        if not state.toolset_listings:
+            # Only at a run's first listing: a tool the server dropped later must not fail it.
+            check_approval_names(self.agent.approval_required, self.agent.tools, index)
+        state.toolset_listings = listings
+
+    def _toolset_index(self) -> dict[str, tuple[ToolsetTool, str]]:
+        """The run's listed toolset tools by name, with their listing's digest."""
+        listings = self.state.toolset_listings
+        if self._indexed is not listings:
+            self._index = {
+                tool.name: (tool, listing.digest) for listing in listings for tool in listing.tools
+            }
+            self._definitions = [tool.definition() for tool, _ in self._index.values()]
+            self._indexed = listings
+        return self._index
+
+    def toolset_definitions(self) -> list[ToolDefinition]:
+        """What the model is shown of the run's toolset tools (the same list object until
+        the listings change, so a runner can remember what it derived from it)."""
+        if not self.agent.toolsets:
+            return []
+        self._toolset_index()
+        return self._definitions
+
+    def _mark_stale(self, tool_name: str) -> None:
+        entry = self._toolset_index().get(tool_name)
+        if entry is None:
+            return
+        self.state.toolset_listings = [
+            listing.model_copy(update={"stale": True})
+            if listing.toolset == entry[0].toolset
+            else listing
+            for listing in self.state.toolset_listings
+        ]
+
+    def _max_retries(self, tool_name: str) -> int:
+        entry = self._toolset_index().get(tool_name) if self.agent.toolsets else None
+        if entry is not None:
+            return self.agent.toolset(entry[0].toolset).max_retries
+        return self.agent.tool_max_retries(tool_name)
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -402,6 +483,7 @@ class AgentLoop:
                 ]
                 continue
             decision = approval.decision if approval is not None else None
+            listed = self._toolset_index().get(call.name) if agent.toolsets else None
             planned.append(
                 ToolCallInput.for_run(
                     self._ref(),
@@ -410,6 +492,8 @@ class AgentLoop:
                     approved=decision is not None,
                     override_arguments=decision.override_arguments if decision else None,
                     idempotency_key=f"{self.idempotency_prefix}:{call.id}",
+                    toolset_tool=listed[0] if listed else None,
+                    toolset_digest=listed[1] if listed else None,
                 )
             )
         if not planned:
@@ -422,6 +506,26 @@ class AgentLoop:
             self._apply_outcome(item.call, outcome)
 
     async def _run_tools(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+        if self.agent.toolsets:
+            return await self._run_tools_with_toolsets(planned)
+        return await self._dispatch(planned)
+
+    async def _run_tools_with_toolsets(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+        """A name that is neither a function tool nor a listed toolset tool gets its retry
+        prompt here: no node could run it, and only this run knows which tools it listed."""
+        index = self._toolset_index()
+        names = sorted({*self.agent.tools, *index})
+        local = {
+            position: unknown_tool(item.call, names)
+            for position, item in enumerate(planned)
+            if item.call.name not in self.agent.tools and item.call.name not in index
+        }
+        remote = iter(await self._dispatch([p for i, p in enumerate(planned) if i not in local]))
+        return [local[i] if i in local else next(remote) for i in range(len(planned))]
+
+    async def _dispatch(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+        if not planned:
+            return []
         if len(planned) == 1:
             return [await self.runner.tool_call(planned[0])]
         limit = self.max_concurrent_tools
@@ -451,9 +555,11 @@ class AgentLoop:
             ]
             return
         tool_return = outcome.tool_return
+        if isinstance(outcome, ToolReturned) and outcome.toolset_changed:
+            self._mark_stale(call.name)
         if isinstance(outcome, ToolRetry):
             used = state.tool_retries.get(call.name, 0) + 1
-            limit = self.agent.tool_max_retries(call.name)
+            limit = self._max_retries(call.name)
             if used > limit:
                 raise ToolRetryLimitExceeded(
                     f"tool {call.name!r} exceeded its retry limit of {limit}; "

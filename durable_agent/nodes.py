@@ -38,12 +38,14 @@ from .messages import (
     UserPromptPart,
 )
 from .output import format_validation_error, parse_output, run_output_validator
-from .tools import ToolContext
+from .tools import ToolContext, ToolDefinition
+from .toolsets import ToolsetListing, ToolsetResult, ToolsetTool
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 __all__ = [
+    "ListToolsInput",
     "ModelRequestInput",
     "OutputOk",
     "OutputOutcome",
@@ -60,9 +62,11 @@ __all__ = [
     "ToolRetry",
     "ValidateOutputInput",
     "limit_tool_result",
+    "list_tools",
     "model_request",
     "prepare_model_request",
     "tool_call",
+    "unknown_tool",
     "validate_output",
 ]
 
@@ -109,9 +113,17 @@ class PrepareModelRequestInput(RunRef):
 
 class ModelRequestInput(RunRef):
     messages: list[ModelMessage]
+    toolset_tools: list[ToolDefinition] = omit_empty(factory=list)
+    """The run's listed toolset tools, shown to the model next to the function tools."""
 
     @classmethod
-    def for_run(cls, ref: RunRef, *, messages: list[ModelMessage]) -> ModelRequestInput:
+    def for_run(
+        cls,
+        ref: RunRef,
+        *,
+        messages: list[ModelMessage],
+        toolset_tools: list[ToolDefinition] | None = None,
+    ) -> ModelRequestInput:
         # Not validated: the history is the loop's own, already-validated state, and
         # revalidating it on every request would make each step cost O(history).
         return cls.model_construct(
@@ -121,7 +133,18 @@ class ModelRequestInput(RunRef):
             timestamp=ref.timestamp,
             metadata=ref.metadata,
             messages=messages,
+            toolset_tools=toolset_tools or [],
         )
+
+
+class ListToolsInput(RunRef):
+    """Which of the agent's toolsets to list."""
+
+    toolset: str
+
+    @classmethod
+    def for_run(cls, ref: RunRef, *, toolset: str) -> ListToolsInput:
+        return cls(**ref.fields(), toolset=toolset)
 
 
 class ToolCallInput(RunRef):
@@ -130,6 +153,11 @@ class ToolCallInput(RunRef):
     approved: bool = False
     override_arguments: dict[str, Any] | None = None
     idempotency_key: str = ""
+    toolset_tool: ToolsetTool | None = omit_none()
+    """Set for a call of a toolset tool: the tool as the run listed it (its schema checks
+    the arguments, its toolset runs the call)."""
+    toolset_digest: str | None = omit_none()
+    """The digest of the listing `toolset_tool` comes from, to tell whether it changed."""
 
     @classmethod
     def for_run(
@@ -141,6 +169,8 @@ class ToolCallInput(RunRef):
         approved: bool,
         override_arguments: dict[str, Any] | None,
         idempotency_key: str,
+        toolset_tool: ToolsetTool | None = None,
+        toolset_digest: str | None = None,
     ) -> ToolCallInput:
         return cls(
             **ref.fields(),
@@ -149,6 +179,8 @@ class ToolCallInput(RunRef):
             approved=approved,
             override_arguments=override_arguments,
             idempotency_key=idempotency_key,
+            toolset_tool=toolset_tool,
+            toolset_digest=toolset_digest,
         )
 
 
@@ -157,6 +189,8 @@ class ToolReturned(BaseModel):
 
     kind: Literal["return"] = "return"
     tool_return: ToolReturn
+    toolset_changed: bool = omit_empty(False)
+    """A toolset tool's toolset now offers other tools than the run listed: list again."""
 
 
 class ToolRetry(BaseModel):
@@ -242,7 +276,9 @@ async def prepare_model_request(agent: Agent[Any], input: PrepareModelRequestInp
 
 
 async def model_request(agent: Agent[Any], input: ModelRequestInput) -> ModelResponse:
-    response = await agent.model.request(input.messages, agent.request_parameters())
+    response = await agent.model.request(
+        input.messages, agent.request_parameters(input.toolset_tools)
+    )
     return response.model_copy(
         update={
             "parts": unique_tool_call_ids(response.parts, input.run_step + 1),
@@ -281,50 +317,41 @@ def _retry(call: ToolCall, message: str) -> ToolCallOutcome:
     )
 
 
+def unknown_tool(call: ToolCall, available: list[str]) -> ToolCallOutcome:
+    """The retry prompt for a call of a tool the agent does not have."""
+    names = ", ".join(available) or "none"
+    return _retry(call, f"Unknown tool name: {call.name!r}. Available tools: {names}")
+
+
+async def list_tools(agent: Agent[Any], input: ListToolsInput) -> ToolsetListing:
+    """Asks one of the agent's toolsets for its tools (it must be open)."""
+    return await agent.toolset(input.toolset).list_tools()
+
+
 async def tool_call(
     agent: Agent[Any], input: ToolCallInput, *, executor: Executor | None = None
 ) -> ToolCallOutcome:
     """Runs one call. Workers pass an `executor` for sync tools so a blocking tool cannot
     stall them."""
     call = input.call
+    if input.toolset_tool is not None:
+        return await _toolset_call(agent, input, input.toolset_tool)
     tool = agent.tools.get(call.name)
     if tool is None:
-        available = ", ".join(sorted(agent.tools)) or "none"
-        return _retry(call, f"Unknown tool name: {call.name!r}. Available tools: {available}")
+        return unknown_tool(call, sorted(agent.tools))
     try:
-        arguments = (
-            input.override_arguments
-            if input.override_arguments is not None
-            else call.arguments_dict()
-        )
+        arguments = _arguments(input)
     except (json.JSONDecodeError, ValueError) as exc:
         return _retry(call, f"The arguments are not a valid JSON object: {exc}. Try again.")
     try:
         validated = tool.validate_arguments(arguments)
     except ValidationError as exc:
         return _retry(call, format_validation_error(exc))
-    ctx = _context(
-        input,
-        tool_name=call.name,
-        tool_call_id=call.id,
-        retry=input.retry,
-        approved=input.approved,
-        idempotency_key=input.idempotency_key or f"{input.run_id}:{call.id}",
-    )
     started = time.perf_counter()
     try:
-        result = await tool.call(ctx, validated, executor=executor)
-    except ModelRetry as exc:
-        return _retry(call, exc.message)
-    except ApprovalRequired as exc:
-        if input.approved:
-            raise UserError(
-                f"tool {call.name!r} raised ApprovalRequired for call {call.id!r} after it was "
-                "approved; check ctx.approved before asking again"
-            ) from exc
-        return ToolApprovalNeeded(reason=exc.reason, metadata=exc.metadata)
-    except CallDeferred as exc:
-        return ToolDeferred(reason=exc.reason, metadata=exc.metadata)
+        result = await tool.call(_tool_context(input), validated, executor=executor)
+    except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
+        return _stopped(input, exc)
     elapsed = time.perf_counter() - started
     tool_return = ToolReturn(
         tool_call_id=call.id,
@@ -333,6 +360,79 @@ async def tool_call(
         metadata={"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed},
     )
     return ToolReturned(tool_return=limit_tool_result(agent, tool_return))
+
+
+def _stopped(
+    input: ToolCallInput, exc: ModelRetry | ApprovalRequired | CallDeferred
+) -> ToolCallOutcome:
+    """What a tool's control-flow exception means for the run, the same for function and
+    toolset tools: a retry prompt, a wait for approval, or a deferred result."""
+    call = input.call
+    if isinstance(exc, ModelRetry):
+        return _retry(call, exc.message)
+    if isinstance(exc, CallDeferred):
+        return ToolDeferred(reason=exc.reason, metadata=exc.metadata)
+    if input.approved:
+        raise UserError(
+            f"tool {call.name!r} raised ApprovalRequired for call {call.id!r} after it was "
+            "approved; check ctx.approved before asking again"
+        ) from exc
+    return ToolApprovalNeeded(reason=exc.reason, metadata=exc.metadata)
+
+
+def _arguments(input: ToolCallInput) -> dict[str, Any]:
+    """The arguments to run with: a human's override, else the model's (decoded)."""
+    if input.override_arguments is not None:
+        return input.override_arguments
+    return input.call.arguments_dict()
+
+
+def _tool_context(input: ToolCallInput) -> ToolContext:
+    call = input.call
+    return _context(
+        input,
+        tool_name=call.name,
+        tool_call_id=call.id,
+        retry=input.retry,
+        approved=input.approved,
+        idempotency_key=input.idempotency_key or f"{input.run_id}:{call.id}",
+    )
+
+
+async def _toolset_call(
+    agent: Agent[Any], input: ToolCallInput, tool: ToolsetTool
+) -> ToolCallOutcome:
+    """A toolset tool's call: the same checks and control flow as a function tool's, with
+    the arguments checked against the schema the run listed and the toolset running it."""
+    call = input.call
+    toolset = agent.toolset(tool.toolset)
+    try:
+        arguments = _arguments(input)
+    except (json.JSONDecodeError, ValueError) as exc:
+        return _retry(call, f"The arguments are not a valid JSON object: {exc}. Try again.")
+    problem = toolset.argument_problem(tool, arguments)
+    if problem is not None:
+        return _retry(call, problem)
+    started = time.perf_counter()
+    try:
+        result: ToolsetResult = await toolset.call_tool(_tool_context(input), tool, arguments)
+    except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
+        return _stopped(input, exc)
+    elapsed = time.perf_counter() - started
+    tool_return = ToolReturn(
+        tool_call_id=call.id,
+        name=call.name,
+        content=_jsonable(result.content, call),
+        is_error=result.is_error,
+        error_kind=result.error_kind,
+        metadata={
+            **result.metadata,
+            "duration_ms": int(elapsed * 1000),
+            "duration_seconds": elapsed,
+        },
+    )
+    changed = input.toolset_digest is not None and await toolset.tools_changed(input.toolset_digest)
+    return ToolReturned(tool_return=limit_tool_result(agent, tool_return), toolset_changed=changed)
 
 
 def _jsonable(result: object, call: ToolCall) -> Any:

@@ -10,6 +10,7 @@ from .executor import AgentExecutor
 from .ids import IdSource
 from .messages import ModelRequest, ModelResponse
 from .stream import StreamSink
+from .toolsets import ToolsetListing
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -23,6 +24,10 @@ class NodeRunner(Protocol):
     ) -> ModelRequest: ...
 
     async def model_request(self, input: nodes.ModelRequestInput) -> ModelResponse: ...
+
+    async def list_tools(self, input: nodes.ListToolsInput) -> ToolsetListing:
+        """Asked only for agents with toolsets, when a run needs a toolset's tool list."""
+        ...
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome: ...
 
@@ -40,6 +45,9 @@ class DirectNodeRunner:
 
     async def model_request(self, input: nodes.ModelRequestInput) -> ModelResponse:
         return await nodes.model_request(self.agent, input)
+
+    async def list_tools(self, input: nodes.ListToolsInput) -> ToolsetListing:
+        return await nodes.list_tools(self.agent, input)
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome:
         return await nodes.tool_call(self.agent, input)

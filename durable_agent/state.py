@@ -16,6 +16,7 @@ from pydantic import (
 from ._fields import WIRE_CONFIG, omit_empty, omit_none
 from .hitl import DeferredToolCall, PendingToolApproval
 from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
+from .toolsets import ToolsetListing
 from .usage import Usage
 
 __all__ = ["AgentRunState", "RunError", "RunStatus"]
@@ -74,6 +75,9 @@ class AgentRunState(BaseModel):
     stream_seq: int = omit_empty(0)
     """The next stream record's sequence number, so a run continued later (after a human's
     decision, or on another worker) numbers its records on from where it stopped."""
+    toolset_listings: list[ToolsetListing] = omit_empty(factory=list)
+    """The tools each of the agent's toolsets offered when this run listed them: kept so a
+    resumed, replayed or continued-as-new run uses the same tools without asking again."""
 
     @field_serializer("latest_response", mode="wrap")
     def _latest_response_without_kind(
@@ -98,6 +102,7 @@ class AgentRunState(BaseModel):
                 "pending_approval_tool_returns": list(self.pending_approval_tool_returns),
                 "deferred_tool_returns": list(self.deferred_tool_returns),
                 "pending_retry_prompts": list(self.pending_retry_prompts),
+                "toolset_listings": list(self.toolset_listings),
                 "tool_retries": dict(self.tool_retries),
                 "metadata": dict(self.metadata),
             }

@@ -20,18 +20,22 @@ from temporalio.exceptions import ApplicationError
 from durable_agent import AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
 from durable_agent.temporal.history import extend_digest
 from durable_agent.temporal.wire import (
+    ListToolsActivityInput,
     ModelRequestActivityInput,
     PrepareActivityInput,
     ToolCallActivityInput,
     ValidateOutputActivityInput,
 )
+from durable_agent.toolsets import ToolsetListing
 
 from .history_cache import history_cache
 from .registry import registry
 from .tool_threads import tool_threads
+from .toolsets import tool_definitions, toolset_pool
 
 __all__ = [
     "ALL_ACTIVITIES",
+    "list_tools",
     "model_request",
     "prepare_model_request",
     "tool_call",
@@ -120,9 +124,12 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
         prefix = await history_cache.resolve(workflow_id, run_id, input.history)
         new = input.input.messages
         messages = [*prefix, *new]
-        response = await nodes.model_request(
-            agent, input.input.model_copy(update={"messages": messages})
-        )
+        update: dict[str, object] = {"messages": messages}
+        if input.toolset_digest is not None:
+            update["toolset_tools"] = await tool_definitions.resolve(
+                workflow_id, run_id, input.toolset_digest
+            )
+        response = await nodes.model_request(agent, input.input.model_copy(update=update))
         history_cache.store(
             workflow_id,
             [*messages, response],
@@ -132,11 +139,26 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
         return _checked(response, "model_request")
 
 
+@activity.defn(name="list_tools")
+async def list_tools(input: ListToolsActivityInput) -> ToolsetListing:
+    """Lists one toolset's tools for a run; the workflow keeps the listing in its state, so
+    neither a later step nor a replay asks the server again."""
+    name = input.input.toolset
+    async with _guard(input.agent, f"list_tools:{name}", input.input.run_step) as logger:
+        agent = registry.get(input.agent).agent
+        await toolset_pool.acquire(agent.toolset(name))
+        listing = await nodes.list_tools(agent, input.input)
+        logger.info("tools listed", toolset=name, tools=len(listing.tools))
+        return _checked(listing, f"list_tools of {name!r}")
+
+
 @activity.defn(name="tool_call")
 async def tool_call(input: ToolCallActivityInput) -> nodes.ToolCallOutcome:
     call = input.input.call
     async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
         agent = registry.get(input.agent).agent
+        if input.input.toolset_tool is not None:
+            await toolset_pool.acquire(agent.toolset(input.input.toolset_tool.toolset))
         outcome = await nodes.tool_call(agent, input.input, executor=tool_threads.executor())
         if isinstance(outcome, nodes.ToolReturned):
             size = outcome.tool_return.metadata.get("truncated_from_bytes")
@@ -172,4 +194,4 @@ def _checked(result: R, what: str) -> R:
     return result
 
 
-ALL_ACTIVITIES = (prepare_model_request, model_request, tool_call, validate_output)
+ALL_ACTIVITIES = (prepare_model_request, model_request, list_tools, tool_call, validate_output)

@@ -26,6 +26,9 @@ hosts agents is usually a worker that existed before the agents did:
   is the client-side plugin.
 - search attributes: a worker registers `AgentName`, `AgentStatus` and `PendingApprovals`
   when the namespace lacks them (or warns where it may not, e.g. Temporal Cloud).
+- toolsets (MCP servers): the hosted agents' servers are started and listed when a worker
+  starts (a misconfigured one stops it), kept for every worker of the process, and closed
+  when the last one stops (`.toolsets`).
 
 Pass the plugin to `Client.connect`: a worker takes its data converter from its client, so a
 plugin given only to `Worker(plugins=[...])` on a client without it is refused.
@@ -57,6 +60,7 @@ from .registry import AgentRegistration, registry
 from .search_attributes import ensure_search_attributes
 from .signing import ApprovalKeys, worker_keys
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
+from .toolsets import toolset_pool
 from .workflow import AgentWorkflow
 
 __all__ = [
@@ -296,6 +300,15 @@ class DurableAgentPlugin(SimplePlugin):
         else:
             if added:
                 log.info("registered search attributes", added=added)
+        # The hosted agents' toolsets start with the worker: a misconfigured MCP server
+        # stops it here, before it polls, instead of failing runs later. Every toolset the
+        # process opened closes when its last worker stops.
+        toolset_pool.worker_started()
+        try:
+            await toolset_pool.check(self.agents)
+        except BaseException:
+            await toolset_pool.worker_stopped()
+            raise
         slots = worker.config().get("max_concurrent_activities") or DEFAULT_ACTIVITY_SLOTS
         tool_threads.reserve(slots)
         keys, queue = self.approval_keys, worker.task_queue
@@ -304,6 +317,7 @@ class DurableAgentPlugin(SimplePlugin):
         try:
             await super().run_worker(worker, next)
         finally:
+            await toolset_pool.worker_stopped()
             tool_threads.release(slots)
             if keys is not None:
                 worker_keys.discard(queue, keys)

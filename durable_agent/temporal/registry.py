@@ -27,7 +27,9 @@ __all__ = [
     "registry",
 ]
 
-NodeActivity = Literal["prepare_model_request", "model_request", "tool_call", "validate_output"]
+NodeActivity = Literal[
+    "prepare_model_request", "model_request", "list_tools", "tool_call", "validate_output"
+]
 
 _RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -44,11 +46,13 @@ _WORK = ActivityConfig(
 DEFAULTS: Mapping[NodeActivity, ActivityConfig] = {
     "prepare_model_request": _QUICK,
     "model_request": _WORK,
+    "list_tools": _QUICK,
     "tool_call": _WORK,
     "validate_output": _QUICK,
 }
 """Rendering and validation are quick; model requests and tools may run long, so they
-heartbeat and a dead worker's call is retried within 30 s instead of after 120 s."""
+heartbeat and a dead worker's call is retried within 30 s instead of after 120 s. Listing a
+toolset's tools (starting an MCP server on first use) is quick too."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class AgentActivityConfig:
     `tool_call=ActivityConfig(start_to_close_timeout=timedelta(minutes=10))` keeps the
     default retry policy; `tools` is laid over `tool_call` for the tools it names. The
     summary is the workflow's own (`tool deploy · call_1`) and cannot be set here.
+    `toolsets` (by toolset name, e.g. an MCP server's) is laid over `list_tools` and
+    `tool_call` for that toolset; `tools` still wins for the tools it names.
     """
 
     prepare_model_request: ActivityConfig = field(default_factory=lambda: ActivityConfig())
@@ -67,6 +73,8 @@ class AgentActivityConfig:
     tool_call: ActivityConfig = field(default_factory=lambda: ActivityConfig())
     validate_output: ActivityConfig = field(default_factory=lambda: ActivityConfig())
     tools: Mapping[str, ActivityConfig] = field(default_factory=dict)
+    list_tools: ActivityConfig = field(default_factory=lambda: ActivityConfig())
+    toolsets: Mapping[str, ActivityConfig] = field(default_factory=dict)
     max_concurrent_tool_activities: int = 16
     """At most this many tool activities in flight per step; more calls wait their turn."""
     continue_as_new_after_steps: int | None = None
@@ -91,10 +99,17 @@ class AgentActivityConfig:
             yield node, getattr(self, node)
         for tool, config in self.tools.items():
             yield f"tools[{tool!r}]", config
+        for toolset, config in self.toolsets.items():
+            yield f"toolsets[{toolset!r}]", config
 
-    def options(self, node: NodeActivity, tool: str | None = None) -> dict[str, Any]:
-        """The `execute_activity` keyword arguments for one node (or one tool's calls)."""
+    def options(
+        self, node: NodeActivity, tool: str | None = None, *, toolset: str | None = None
+    ) -> dict[str, Any]:
+        """The `execute_activity` keyword arguments for one node (or one tool's calls, or
+        one toolset's)."""
         merged: dict[str, Any] = {**DEFAULTS[node], **getattr(self, node)}
+        if toolset is not None:
+            merged.update(self.toolsets.get(toolset, {}))
         if tool is not None:
             merged.update(self.tools.get(tool, {}))
         return merged

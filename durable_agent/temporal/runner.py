@@ -15,8 +15,9 @@ from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse
+from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse, ToolDefinition
 from durable_agent.nodes import (
+    ListToolsInput,
     ModelRequestInput,
     OutputOutcome,
     PrepareModelRequestInput,
@@ -24,11 +25,14 @@ from durable_agent.nodes import (
     ToolCallOutcome,
     ValidateOutputInput,
 )
+from durable_agent.toolsets import ToolsetListing
 
 from .history import EMPTY_DIGEST, HistoryDigest
 from .registry import AgentRegistration
+from .toolsets import definitions_digest
 from .wire import (
     HistoryRef,
+    ListToolsActivityInput,
     ModelRequestActivityInput,
     PrepareActivityInput,
     ToolCallActivityInput,
@@ -101,6 +105,7 @@ class ActivityNodeRunner:
         self.config = registration.activities
         self.offset = history_offset
         self.digest = HistoryDigest(history_offset, history_digest)
+        self._definitions: tuple[list[ToolDefinition], str] | None = None
         self._cached_length = history_offset
 
     def digest_of(self, messages: list[ModelMessage]) -> str:
@@ -126,10 +131,17 @@ class ActivityNodeRunner:
             length=prefix,
             digest=self.digest.advance(messages, prefix),
         )
-        delta = input.model_copy(update={"messages": messages[prefix - self.offset :]})
+        delta = input.model_copy(
+            update={"messages": messages[prefix - self.offset :], "toolset_tools": []}
+        )
         response: ModelResponse = await _execute(
             "model_request",
-            ModelRequestActivityInput(agent=self.name, input=delta, history=ref),
+            ModelRequestActivityInput(
+                agent=self.name,
+                input=delta,
+                history=ref,
+                toolset_digest=self._toolset_digest(input.toolset_tools),
+            ),
             ModelResponse,
             summary=f"model_request · step {input.run_step + 1}",
             options=self.config.options("model_request"),
@@ -139,15 +151,49 @@ class ActivityNodeRunner:
         self._cached_length = total + 1
         return response
 
+    def _toolset_digest(self, definitions: list[ToolDefinition]) -> str | None:
+        """Toolset tools travel as a digest; the loop hands over the same list until its
+        listings change, so the digest is computed once per listing, not per step."""
+        if not definitions:
+            return None
+        if self._definitions is None or self._definitions[0] is not definitions:
+            self._definitions = (definitions, definitions_digest(definitions))
+        return self._definitions[1]
+
+    async def list_tools(self, input: ListToolsInput) -> ToolsetListing:
+        kind = self._toolset_kind(input.toolset)
+        listing: ToolsetListing = await _execute(
+            "list_tools",
+            ListToolsActivityInput(agent=self.name, input=input),
+            ToolsetListing,
+            summary=f"list_tools · {kind} {input.toolset}",
+            options=self.config.options("list_tools", toolset=input.toolset),
+            node=f"list_tools {kind} {input.toolset}",
+        )
+        return listing
+
+    def _toolset_kind(self, name: str) -> str:
+        """`mcp` for MCP servers: what summaries call the toolset."""
+        return str(getattr(self.registration.agent.toolset(name), "kind", "toolset"))
+
     async def tool_call(self, input: ToolCallInput) -> ToolCallOutcome:
         call = input.call
+        listed = input.toolset_tool
+        if listed is None:
+            summary = f"tool {call.name} · {call.id}"
+            node = f"tool {call.name}"
+            options = self.config.options("tool_call", call.name)
+        else:
+            node = f"{self._toolset_kind(listed.toolset)} {listed.toolset}:{listed.remote_name}"
+            summary = f"{node} · {call.id}"
+            options = self.config.options("tool_call", call.name, toolset=listed.toolset)
         outcome: ToolCallOutcome = await _execute(
             "tool_call",
             ToolCallActivityInput(agent=self.name, input=input),
             ToolCallOutcome,
-            summary=f"tool {call.name} · {call.id}",
-            options=self.config.options("tool_call", call.name),
-            node=f"tool {call.name}",
+            summary=summary,
+            options=options,
+            node=node,
         )
         return outcome
 

@@ -14,8 +14,10 @@ from durable_agent import (
     ToolApprovalDecision,
     Usage,
 )
+from durable_agent._fields import omit_none
 from durable_agent.controller import MAX_PROMPT_CHARS
 from durable_agent.nodes import (
+    ListToolsInput,
     ModelRequestInput,
     PrepareModelRequestInput,
     ToolCallInput,
@@ -34,6 +36,7 @@ __all__ = [
     "DeferredResultSignal",
     "HistoryPageQuery",
     "HistoryRef",
+    "ListToolsActivityInput",
     "ModelRequestActivityInput",
     "PendingApprovalView",
     "PrepareActivityInput",
@@ -212,6 +215,14 @@ class ModelRequestActivityInput(BaseModel):
     agent: str
     input: ModelRequestInput
     history: HistoryRef
+    toolset_digest: str | None = omit_none()
+    """Names the run's toolset tool definitions (`input.toolset_tools` travels empty): the
+    activity reads them from its cache, or from the workflow's `toolset_tools` query."""
+
+
+class ListToolsActivityInput(BaseModel):
+    agent: str
+    input: ListToolsInput
 
 
 class ToolCallActivityInput(BaseModel):

@@ -36,6 +36,7 @@ from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
 from .registry import AgentRegistry, registry
 from .search_attributes import ensure_search_attributes
+from .toolsets import ToolsetStartupError, toolset_pool
 
 if TYPE_CHECKING:
     from ..inbox.server import InboxServer
@@ -138,6 +139,13 @@ async def run_worker(
             "PendingApprovals; create them on the server, or workflows will fail their tasks",
             error=str(error),
         )
+    # Every registered agent's MCP servers start, and are listed, before the worker polls:
+    # a misconfigured one stops the worker here with the reason.
+    try:
+        await toolset_pool.check([registration.agent for registration in registry])
+    except ToolsetStartupError as error:
+        await toolset_pool.close()
+        raise SystemExit(f"durable-agent worker: {error.message}") from None
     async with Worker(
         client,
         task_queue=task_queue,

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from ..runner import Driver
     from ..state import AgentRunState, RunStatus
     from ..stream import AgentStreamRecord
+    from ..tools import ToolDefinition
     from ..usage import Usage
     from .authorization import decision_problem
     from .executor import CONTINUE_AS_NEW, TemporalExecutor
@@ -422,6 +423,13 @@ class AgentWorkflow:
             end=state.history_offset + len(state.message_history),
         )
         return [*self.segments, own]
+
+    @workflow.query
+    def toolset_tools(self) -> list[ToolDefinition]:
+        """The run's listed toolset tools as the model is shown them: serves the
+        model-request activity when its cache misses (model requests carry only a digest)."""
+        loop = self.controller.loop if self.controller is not None else None
+        return loop.toolset_definitions() if loop is not None else []
 
     # -- human input -----------------------------------------------------------------------
 

@@ -1,0 +1,167 @@
+"""Toolsets (MCP servers) on Temporal workers.
+
+- `ToolsetPool`: the worker side of a server's life. Toolsets are opened once per worker
+  process and kept open while any worker of the process runs, so a stdio server is one
+  process per worker, reused across calls and runs (its session reconnects, restarting the
+  process, when it dies). `check` lists every toolset of the given agents at worker start,
+  so a command that does not exist, a server that speaks no MCP, an invalid schema or two
+  servers with clashing tool names stop the worker with the reason instead of failing runs
+  later; a server that merely does not answer yet is logged and retried by the runs.
+- `ToolDefinitionsCache`: a model request refers to the run's listed toolset tools by the
+  digest of their definitions instead of carrying their schemas (tens of kB for a large
+  server) into every activity input; the activity keeps definitions by digest and, on a
+  miss, reads them from the workflow with the `toolset_tools` query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from durable_agent import Agent, ToolDefinition, UserError
+from durable_agent.output import OUTPUT_TOOL_NAME
+from durable_agent.toolsets import (
+    Toolset,
+    ToolsetError,
+    ToolsetListing,
+    check_approval_names,
+    index_toolset_tools,
+)
+
+__all__ = [
+    "ToolDefinitionsCache",
+    "ToolsetPool",
+    "ToolsetStartupError",
+    "definitions_digest",
+    "tool_definitions",
+    "toolset_pool",
+]
+
+log = structlog.get_logger("durable_agent.toolsets")
+
+
+class ToolsetStartupError(UserError):
+    """A toolset of a hosted agent cannot work: the worker refuses to start."""
+
+    kind = "toolset_startup"
+
+
+def definitions_digest(definitions: Iterable[ToolDefinition]) -> str:
+    canonical = json.dumps(
+        [d.model_dump(mode="json") for d in definitions], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ToolsetPool:
+    def __init__(self) -> None:
+        self._open: dict[int, Toolset] = {}
+        self._workers = 0
+
+    @property
+    def open_toolsets(self) -> list[Toolset]:
+        return list(self._open.values())
+
+    async def acquire(self, toolset: Toolset) -> None:
+        """Opens `toolset` for this process, unless it already is (activities call this
+        before using one: an agent registered after its worker started is opened here)."""
+        if id(toolset) not in self._open:
+            self._open[id(toolset)] = toolset
+            await toolset.__aenter__()
+
+    def worker_started(self) -> None:
+        self._workers += 1
+
+    async def worker_stopped(self) -> None:
+        """The last worker of the process to stop closes every toolset (stdio servers exit)."""
+        self._workers = max(self._workers - 1, 0)
+        if self._workers == 0:
+            await self.close()
+
+    async def close(self) -> None:
+        toolsets = list(self._open.values())
+        self._open.clear()
+        for toolset in toolsets:
+            try:
+                await toolset.__aexit__(None, None, None)
+            except Exception as error:
+                log.warning("closing a toolset failed", toolset=toolset.name, error=repr(error))
+
+    async def check(self, agents: Sequence[Agent[Any]]) -> None:
+        """Opens and lists each agent's toolsets; raises `ToolsetStartupError` for what no
+        retry can fix, logs what may be transient (a server that does not answer yet)."""
+        for agent in agents:
+            listings: list[ToolsetListing] = []
+            for toolset in agent.toolsets:
+                await self.acquire(toolset)
+                try:
+                    listings.append(await toolset.list_tools())
+                except ToolsetError as error:
+                    log.warning(
+                        "toolset not reachable at worker start; runs retry it",
+                        agent=agent.name,
+                        toolset=toolset.name,
+                        error=error.message,
+                    )
+                except UserError as error:
+                    raise ToolsetStartupError(f"agent {agent.name!r}: {error.message}") from None
+            if len(listings) < len(agent.toolsets):
+                continue  # names are checked once every toolset of the agent answered
+            reserved = [OUTPUT_TOOL_NAME] if agent.output_type is not None else []
+            try:
+                index = index_toolset_tools(listings, agent.tools, reserved)
+                check_approval_names(agent.approval_required, agent.tools, index)
+            except UserError as error:
+                raise ToolsetStartupError(f"agent {agent.name!r}: {error.message}") from None
+            log.info(
+                "toolsets ready",
+                agent=agent.name,
+                toolsets=[listing.toolset for listing in listings],
+                tools=len(index),
+            )
+
+
+toolset_pool = ToolsetPool()
+"""One per process, shared by every worker the plugin configures."""
+
+
+class ToolDefinitionsCache:
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, list[ToolDefinition]] = OrderedDict()
+        self.misses = 0
+
+    def store(self, digest: str, definitions: list[ToolDefinition]) -> None:
+        self._entries[digest] = definitions
+        self._entries.move_to_end(digest)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    async def resolve(self, workflow_id: str, run_id: str, digest: str) -> list[ToolDefinition]:
+        cached = self._entries.get(digest)
+        if cached is not None:
+            self._entries.move_to_end(digest)
+            return cached
+        self.misses += 1
+        handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+        definitions: list[ToolDefinition] = await handle.query(
+            "toolset_tools", result_type=list[ToolDefinition]
+        )
+        if definitions_digest(definitions) != digest:
+            raise ApplicationError(
+                f"the toolset tools of {workflow_id} do not match the digest the workflow "
+                "sent; retrying",
+                type="toolset_mismatch",
+            )
+        self.store(digest, definitions)
+        return definitions
+
+
+tool_definitions = ToolDefinitionsCache()
