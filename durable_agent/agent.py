@@ -413,7 +413,7 @@ class AgentBuilder(Generic[OutputT]):
                 f"approval_required_tools names unknown tool(s) {unknown}; "
                 f"registered tools: {sorted(tools) or 'none'}"
             )
-        unknown = sorted(set(self._approvers) - set(tools))
+        unknown = sorted(set(self._approvers) - set(tools)) if not self._toolsets else []
         if unknown:
             raise UserError(
                 f"approvers names unknown tool(s) {unknown}; "

@@ -350,6 +350,7 @@ class AgentLoop:
         if not state.toolset_listings:
             # Only at a run's first listing: a tool the server dropped later must not fail it.
             check_approval_names(self.agent.approval_required, self.agent.tools, index)
+            check_approval_names(self.agent.approvers, self.agent.tools, index, setting="approvers")
         state.toolset_listings = listings
 
     def _toolset_index(self) -> dict[str, tuple[ToolsetTool, str]]:

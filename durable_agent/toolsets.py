@@ -177,14 +177,17 @@ def check_approval_names(
     approval_required: Iterable[str],
     function_tools: Mapping[str, Tool],
     index: Mapping[str, ToolsetTool],
+    *,
+    setting: str = "approval_required_tools",
 ) -> None:
     """Approval names that may belong to a toolset can be checked only once it is listed:
-    a misspelt name would otherwise let a dangerous tool run unapproved."""
+    a misspelt name would otherwise let a dangerous tool run unapproved (or, for
+    `setting="approvers"`, be decided by anyone)."""
     known = set(function_tools) | set(index)
     unknown = sorted(set(approval_required) - known)
     if unknown:
         raise UserError(
-            f"approval_required_tools names unknown tool(s) {unknown}; the agent's tools are "
+            f"{setting} names unknown tool(s) {unknown}; the agent's tools are "
             f"{sorted(known) or 'none'} (toolset tools by the name the model sees, prefix "
             "included)"
         )

@@ -36,6 +36,7 @@ from durable_agent.temporal.signing import (
 from durable_agent.temporal.wire import ApprovalSignal
 
 from .helpers import call, text_response, tool_response
+from .mcp_support import DemoServer
 from .temporal_support import event_types, new_worker, start_agent, wait_for_status
 
 NEW = generate_key("k-new")
@@ -339,3 +340,31 @@ def test_approvers_are_checked_when_the_agent_is_built(
     with pytest.raises(UserError) as caught:
         AgentBuilder(TestModel.with_text("ok")).tool(deploy).approvers(approvers).build()
     assert str(caught.value).startswith(message)
+
+
+async def test_approvers_of_a_toolset_tool_are_checked_at_the_first_listing() -> None:
+    """An MCP tool's name is known only once the server lists it: a misspelt approvers key
+    (which would leave the real tool to anyone) fails the run there, like a misspelt
+    approval_required_tools name."""
+    demo = DemoServer()
+    misspelt = (
+        AgentBuilder(TestModel.with_text("x"))
+        .toolset(demo.stdio())
+        .approval_required_tools(["add"])
+        .approvers({"ad": ["ops"]})
+        .build()
+    )
+    with pytest.raises(UserError, match=r"approvers names unknown tool\(s\) \['ad'\]"):
+        await misspelt.run("go")
+    script = [tool_response(call("add", "c1", a=1, b=2)), text_response("ok")]
+    agent = (
+        AgentBuilder(TestModel.with_responses(script))
+        .toolset(demo.stdio())
+        .approval_required_tools(["add"])
+        .approvers({"add": ["ops"]})
+        .build()
+    )
+    result = await agent.run("go")
+    assert result.status == "waiting"
+    assert agent.approvers_of("add") == frozenset({"ops"})
+    assert demo.calls("add") == []

@@ -118,6 +118,7 @@ class ToolsetPool:
             try:
                 index = index_toolset_tools(listings, agent.tools, reserved)
                 check_approval_names(agent.approval_required, agent.tools, index)
+                check_approval_names(agent.approvers, agent.tools, index, setting="approvers")
             except UserError as error:
                 raise ToolsetStartupError(f"agent {agent.name!r}: {error.message}") from None
             log.info(

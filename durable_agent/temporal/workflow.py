@@ -304,13 +304,17 @@ class AgentWorkflow:
         timeout = self.input.approval_timeout_seconds
         agent = self.controller.agent if self.controller is not None else None
         allowed = agent.approvers_of(tool_name) if agent is not None and approval else None
+        listings = self.state.toolset_listings if self.state is not None else []
+        validated = (agent is not None and tool_name in agent.tools) or any(
+            tool.name == tool_name for listing in listings for tool in listing.tools
+        )
         return {
             "waiting_since": since,
             "expires_at": since + timedelta(seconds=timeout)
             if since is not None and timeout and approval
             else None,
             "approvers": sorted(allowed) if allowed is not None else None,
-            "overridable": approval and agent is not None and tool_name in agent.tools,
+            "overridable": approval and validated,
         }
 
     def _publish(self) -> None:
