@@ -406,4 +406,4 @@ def test_generate_key_needs_no_cryptography_package() -> None:
 
 def test_scripts_dev_installs_the_extras_the_readme_uses() -> None:
     script = (ROOT / "scripts" / "dev").read_text()
-    assert "'.[openai,crypto,inbox]'" in script
+    assert "'.[openai,crypto,inbox,mcp]'" in script

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 from temporalio.api.history.v1 import History
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -28,7 +30,7 @@ from durable_agent.temporal import (
 from durable_agent.temporal.toolsets import ToolsetStartupError, tool_definitions
 
 from .helpers import call, text_response, tool_response
-from .mcp_support import DemoServer, http, http_server, wait_until_gone
+from .mcp_support import ROOT, DemoServer, http, http_server, wait_until_gone
 from .temporal_support import (
     activity_summaries,
     fast_activity,
@@ -148,6 +150,19 @@ async def test_an_approval_required_mcp_tool_waits_and_a_denied_call_never_reach
             ("no", "record"),
         ]
         assert demo.calls() == []
+        # Override arguments are checked against the server's schema, in the update's
+        # validator (workflow code), before the approval is spent.
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                AgentWorkflow.submit_approval,
+                ApprovalSignal(tool_call_id="yes", approved=True, override_arguments={"text": 5}),
+            )
+        assert isinstance(refused.value.cause, ApplicationError)
+        assert refused.value.cause.type == "invalid_approval"
+        assert "override_arguments for tool 'record' (call 'yes') are invalid" in str(
+            refused.value.cause.message
+        )
+        assert "5 is not of type 'string'" in refused.value.cause.message
         await handle.execute_update(
             AgentWorkflow.submit_approval, ApprovalSignal(tool_call_id="yes", approved=True)
         )
@@ -256,3 +271,25 @@ async def test_a_worker_hosting_a_misconfigured_server_refuses_to_start(client: 
     assert str(caught.value).startswith(f"agent {broken.name!r}: MCP server 'demo'")
     assert "lists tool 'add' with an invalid input schema" in str(caught.value)
     wait_until_gone(demo.starts()[0])
+
+
+async def test_durable_agent_worker_refuses_to_start_with_a_missing_server_command(
+    client: Client,
+) -> None:
+    env = {**os.environ, "TEMPORAL_ADDRESS": client.service_client.config.target_host}
+    env["TEMPORAL_TASK_QUEUE"] = unique("tq")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "durable_agent.cli", "worker", "--agents", "tests.mcp_bad_agents"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "durable-agent worker: agent 'mcp-ghost-cli': MCP server 'ghost' (command "
+        "'no-such-mcp-server-3f9a'): cannot start 'no-such-mcp-server-3f9a': no such command; "
+        "install it on the worker (is it on the worker's PATH?) or give its full path"
+    )
