@@ -513,3 +513,28 @@ async def test_screenshot_of_the_inbox(client: Client, browser: Any, users: User
         await page.context.close()
         await deploy.terminate("test done")
         await report.terminate("test done")
+
+
+async def test_a_suspended_run_is_resumed_from_the_inbox(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await start_agent(
+            client, worker, agents.deployer, "ship it", suspend_at=["before_model_request"]
+        )
+        view = await wait_for_status(handle, "waiting")
+        assert view.suspend_reason
+        page = await login(browser, url, "bob")  # resuming needs no approver
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        assert "Suspended:" in await run.inner_text()
+        await run.get_by_role("button", name="Resume").click()
+        await page.wait_for_function(
+            "() => document.body.innerText.includes('resumed')", timeout=15_000
+        )
+        resumed = await wait_for_status(handle, "waiting")
+        assert resumed.suspend_reason is None
+        assert [p.tool_call_id for p in resumed.pending_approvals] == ["d1"]
+        await page.context.close()
+        await handle.terminate("test done")
