@@ -18,6 +18,8 @@ import pytest
 from durable_agent import (
     AgentBuilder,
     ApprovalRequired,
+    CallDeferred,
+    DeferredToolResult,
     FunctionModel,
     ModelMessage,
     ModelRequest,
@@ -300,6 +302,39 @@ async def test_process_tool_call_asks_for_approval_by_tool_name() -> None:
     assert done.output == "done"
     assert [c["tool"] for c in demo.calls()] == ["add", "record"]
     assert seen[-1] == f"{waiting.state.run_id}:r1"
+
+
+async def test_process_tool_call_defers_a_call_whose_result_comes_from_outside() -> None:
+    demo = DemoServer()
+
+    async def defer(ctx: ToolContext, call_tool: Any, arguments: dict[str, Any]) -> ToolsetResult:
+        if ctx.tool_name == "record":
+            raise CallDeferred("a person records it", metadata={"queue": "ops"})
+        result: ToolsetResult = await call_tool(arguments)
+        return result
+
+    agent = (
+        AgentBuilder(
+            TestModel.with_responses(
+                [tool_response(call("record", "r1", text="x")), text_response("done")]
+            )
+        )
+        .toolset(demo.stdio(process_tool_call=defer))
+        .build()
+    )
+    waiting = await agent.run("go")
+    (deferred,) = waiting.deferred_calls
+    assert (deferred.tool_call_id, deferred.reason, deferred.metadata) == (
+        "r1",
+        "a person records it",
+        {"queue": "ops"},
+    )
+    done = await agent.resume_after_hitl(
+        waiting.state, deferred_results=[DeferredToolResult("r1", "success", "recorded by bob")]
+    )
+    assert done.output == "done"
+    assert returns(done.messages)["r1"].content == "recorded by bob"
+    assert demo.calls() == []
 
 
 # -- several servers -----------------------------------------------------------------------

@@ -152,6 +152,8 @@ class MCPServer(ABC):
         self._users = max(self._users - 1, 0)
         if self._users == 0:
             await self.close()
+            # The next opening may come from another event loop (a later asyncio.run).
+            self._lock = None
 
     async def close(self) -> None:
         """Ends the live session now (a later use of an open server reconnects)."""
