@@ -16,6 +16,7 @@ from .approvers import ApproverMap, normalize_approvers
 from .controller import RunController
 from .errors import UserError
 from .executor import AgentCheckpoint, AgentExecutor, DirectAgentExecutor
+from .history_processors import HistoryProcessor, apply_history_processors
 from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
 from .ids import IdSource, SystemIdSource
 from .messages import ModelMessage
@@ -86,6 +87,9 @@ class Agent(Generic[OutputT]):
     oversized_tool_result: OversizedToolResult = "truncate"
     toolsets: Sequence[Toolset] = ()
     """Sources of tools listed at run time (MCP servers), each under a name of its own."""
+    history_processors: Sequence[HistoryProcessor] = ()
+    """Applied in order to what the model sees, and to what a run carries across
+    continue-as-new."""
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
 
     def with_executor(self, executor: AgentExecutor) -> Agent[OutputT]:
@@ -104,6 +108,12 @@ class Agent(Generic[OutputT]):
     def tool_max_retries(self, tool_name: str) -> int:
         tool = self.tools.get(tool_name)
         return tool.max_retries if tool is not None else 1
+
+    def process_history(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The messages the model is sent: the history after this agent's processors."""
+        if not self.history_processors:
+            return messages
+        return apply_history_processors(self.history_processors, messages)
 
     def is_output_tool(self, tool_name: str) -> bool:
         return self.output_type is not None and tool_name == OUTPUT_TOOL_NAME
@@ -300,6 +310,7 @@ class AgentBuilder(Generic[OutputT]):
         self._max_tool_result_bytes = 256_000
         self._oversized: OversizedToolResult = "truncate"
         self._toolsets: list[Toolset] = []
+        self._history_processors: list[HistoryProcessor] = []
 
     def name(self, name: str) -> AgentBuilder[OutputT]:
         self._name = name
@@ -391,6 +402,14 @@ class AgentBuilder(Generic[OutputT]):
         self._oversized = oversized
         return self
 
+    def history_processor(self, processor: HistoryProcessor) -> AgentBuilder[OutputT]:
+        """Adds a processor (see `durable_agent.history_processors`: `keep_last_messages`,
+        `drop_old_tool_returns`, or your own deterministic function); several run in order."""
+        if not callable(processor):
+            raise UserError(f"history_processor needs a function, got {processor!r}")
+        self._history_processors.append(processor)
+        return self
+
     def build(self) -> Agent[OutputT]:
         tools: dict[str, Tool] = {}
         for tool in self._tools:
@@ -437,4 +456,5 @@ class AgentBuilder(Generic[OutputT]):
             max_tool_result_bytes=self._max_tool_result_bytes,
             oversized_tool_result=self._oversized,
             toolsets=tuple(self._toolsets),
+            history_processors=tuple(self._history_processors),
         )

@@ -17,6 +17,7 @@ __all__ = [
     "AgentExecutorError",
     "ApprovalRequired",
     "CallDeferred",
+    "ConversationTooLarge",
     "ExecutionSuspended",
     "HitlDecisionError",
     "InvalidInput",
@@ -94,6 +95,13 @@ class ToolResultNotSerializable(AgentError):
     """A tool ran but returned something that is not JSON; retrying would run it again."""
 
     kind = "tool_result_not_serializable"
+
+
+class ConversationTooLarge(AgentError):
+    """A run's conversation no longer fits in one Temporal payload, and nothing takes it
+    out of history (external storage) or bounds it (a history processor)."""
+
+    kind = "conversation_too_large"
 
 
 class OutputRetryLimitExceeded(AgentError):

@@ -276,9 +276,8 @@ async def prepare_model_request(agent: Agent[Any], input: PrepareModelRequestInp
 
 
 async def model_request(agent: Agent[Any], input: ModelRequestInput) -> ModelResponse:
-    response = await agent.model.request(
-        input.messages, agent.request_parameters(input.toolset_tools)
-    )
+    messages = agent.process_history(input.messages)
+    response = await agent.model.request(messages, agent.request_parameters(input.toolset_tools))
     return response.model_copy(
         update={
             "parts": unique_tool_call_ids(response.parts, input.run_step + 1),

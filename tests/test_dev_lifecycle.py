@@ -37,7 +37,11 @@ def _wait(condition: object, timeout: float, what: str) -> None:
 def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     port, ui_port = free_port(), free_port()
     log = tmp_path / "dev.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "OPENAI_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURABLE_AGENT_"))
+    }
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [
@@ -46,6 +50,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
                 "--dev",
                 "--no-demo",
                 "--no-examples",
+                "--no-inbox",
                 "--db",
                 str(tmp_path / "dev.db"),
                 "--port",
@@ -68,6 +73,8 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
 def test_the_dev_server_does_not_outlive_its_worker(tmp_path: Path, sig: signal.Signals) -> None:
     process, port, log = _start(tmp_path)
     try:
+        # The embedded default stores large payloads on disk next to its database.
+        assert f"file://{tmp_path / 'payloads'}" in log.read_text()
         process.send_signal(sig)
         process.wait(30)
         if sig is signal.SIGHUP:

@@ -358,7 +358,10 @@ def test_worker_service(services: dict[str, dict[str, Any]]) -> None:
     assert worker["working_dir"] == "/app"
     assert any(str(v).split(":")[:2] == [".", "/app"] for v in worker["volumes"])
     assert "pip install" in command_text(worker)
+    assert "[openai,s3]" in command_text(worker), "the worker can reach S3 storage"
     assert re.search(r"python worker\.py\b", command_text(worker))
+    passed_through = {k for k, v in env.items() if v is None}
+    assert {"DURABLE_AGENT_STORAGE", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID"} <= passed_through
 
 
 def test_comments_explain_how_to_use_it() -> None:

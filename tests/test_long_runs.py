@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
@@ -24,10 +25,11 @@ from durable_agent import (
     UsageLimits,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentWorkflow, ApprovalSignal
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal, DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.history_cache import history_cache
 from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.storage import external_storage_from_env
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import (
@@ -131,7 +133,8 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
         assert latest is not None
         assert latest.resume.cursor.message_cursor == 26
-        assert latest.state.history_offset > 0
+        assert latest.state.history_offset == 0, "the run carries its conversation"
+        assert len(latest.state.message_history) == 26
         # The update goes to the latest run of the same workflow id.
         await handle.execute_update(
             AgentWorkflow.submit_approval, ApprovalSignal(tool_call_id="deploy_1", approved=True)
@@ -226,8 +229,63 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
     )
 
 
+async def storage_client(client: Client, tmp_path: Path) -> Client:
+    """A client (and so its workers) storing payloads over 64 KiB in `tmp_path`."""
+    storage = external_storage_from_env({"DURABLE_AGENT_STORAGE": f"file://{tmp_path}"})
+    return await Client.connect(
+        client.service_client.config.target_host,
+        plugins=[DurableAgentPlugin(external_storage=storage)],
+    )
+
+
+async def chain_bytes(client: Client, handle: Any) -> tuple[int, int]:
+    """(runs, protobuf bytes of every event) over a continue-as-new chain."""
+    runs, size = 0, 0
+    run_id = handle.first_execution_run_id or handle.run_id
+    while run_id:
+        history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        runs += 1
+        size += History(events=history.events).ByteSize()
+        last = history.events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return runs, size
+
+
+async def test_history_bytes_stay_linear_across_continue_as_new(
+    client: Client, tmp_path: Path
+) -> None:
+    """The benchmark's bar (bytes(500)/bytes(100) <= 5.5) with the conversation carried
+    across continue-as-new: each step adds about the same bytes, however long the run."""
+    stored = await storage_client(client, tmp_path)
+    measured = {}
+    for steps in (100, 500):
+        name = unique(f"linear{steps}")
+        registry.register(
+            AgentBuilder(stepping_model(steps))
+            .name(name)
+            .tool(quarter_kb_step, name="step")
+            .usage_limits(UsageLimits(request_limit=None))
+            .build(),
+            AgentActivityConfig(
+                model_request=FAST, tool_call=FAST, continue_as_new_after_steps=150
+            ),
+        )
+        async with new_worker(stored) as worker:
+            handle = await start_agent(stored, worker, name, "work")
+            await asyncio.wait_for(handle.result(), 600)
+        measured[steps] = await chain_bytes(stored, handle)
+    (runs_100, bytes_100), (runs_500, bytes_500) = measured[100], measured[500]
+    print(f"history bytes: k=100 {bytes_100} ({runs_100} runs), k=500 {bytes_500} ({runs_500})")
+    assert runs_500 >= 3
+    assert bytes_500 / bytes_100 <= 5.5
+
+
+async def quarter_kb_step(n: int) -> str:
+    return f"step {n} ok " + "r" * 240
+
+
 @pytest.mark.timeout(1800)
-async def test_five_thousand_step_run(client: Client) -> None:
+async def test_five_thousand_step_run(client: Client, tmp_path: Path) -> None:
     """The issue's bar: a 5,000-step agent run completes through continue-as-new."""
     steps = 5000
     name = unique("marathon")
@@ -252,8 +310,11 @@ async def test_five_thousand_step_run(client: Client) -> None:
         .build()
     )
     registry.register(agent, AgentActivityConfig(model_request=FAST, tool_call=FAST))
-    async with new_worker(client, max_concurrent_activities=8) as worker:
-        handle = await start_agent(client, worker, name, "a long job")
+    # The run carries its conversation across continue-as-new; at thousands of steps that is
+    # more than one payload holds, so it goes to external storage (the local file driver).
+    stored = await storage_client(client, tmp_path)
+    async with new_worker(stored, max_concurrent_activities=8) as worker:
+        handle = await start_agent(stored, worker, name, "a long job")
         result = await asyncio.wait_for(handle.result(), 1500)
         view = await handle.query(AgentWorkflow.status)
     assert result.output == f"done after {steps} steps"

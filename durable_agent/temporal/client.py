@@ -51,6 +51,7 @@ from .encryption import EncryptionError
 from .plugin import DurableAgentPlugin
 from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 from .signing import ApprovalKeys, sign_signal
+from .storage import StorageConfigError
 from .wire import (
     AgentStatusView,
     AgentWorkflowInput,
@@ -328,7 +329,8 @@ class AgentClient:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> AgentClient:
         """Connects with `DurableAgentPlugin.from_env()` (payload encryption when
-        DURABLE_AGENT_ENCRYPTION_KEYS is set); unset arguments come from TEMPORAL_ADDRESS
+        DURABLE_AGENT_ENCRYPTION_KEYS is set, external payloads where DURABLE_AGENT_STORAGE
+        says); unset arguments come from TEMPORAL_ADDRESS
         (localhost:7233), TEMPORAL_NAMESPACE (default) and TEMPORAL_TASK_QUEUE."""
         env = os.environ
         address = address or env.get("TEMPORAL_ADDRESS", "localhost:7233")
@@ -336,7 +338,7 @@ class AgentClient:
         task_queue = task_queue or env.get("TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE)
         try:
             plugin = DurableAgentPlugin.from_env()
-        except EncryptionError as error:
+        except (EncryptionError, StorageConfigError) as error:
             raise AgentRunError(str(error)) from None
         try:
             client = await asyncio.wait_for(

@@ -48,6 +48,10 @@ class HistoryCache:
         self._entries.move_to_end(workflow_id)
         return entry.messages
 
+    def clear(self) -> None:
+        """Forgets every history, as a worker that just started knows none."""
+        self._entries.clear()
+
     def store(self, workflow_id: str, messages: list[ModelMessage], digest: str) -> None:
         self._entries[workflow_id] = _Entry(messages, digest)
         self._entries.move_to_end(workflow_id)

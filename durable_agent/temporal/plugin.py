@@ -47,6 +47,7 @@ from temporalio.converter import (
     DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
     DefaultPayloadConverter,
+    ExternalStorage,
     PayloadCodec,
 )
 from temporalio.plugin import SimplePlugin
@@ -110,6 +111,7 @@ class DurableAgentPlugin(SimplePlugin):
         agents: Sequence[Agent[Any] | AgentRegistration] = (),
         *,
         codec: PayloadCodec | None = None,
+        external_storage: ExternalStorage | None = None,
         approval_keys: ApprovalKeys | None = None,
     ) -> None:
         """`agents` are hosted by every worker (and replayer) this plugin configures; an
@@ -119,6 +121,9 @@ class DurableAgentPlugin(SimplePlugin):
         failure messages and stack traces move into an encoded payload too (unless the user
         chose a failure converter), since a tool's or model's error text can quote the
         conversation.
+
+        `external_storage` (Temporal's `ExternalStorage`, see `.storage`) moves large
+        payloads out of history when the user's converter has none.
 
         `approval_keys` (see `.signing`): every worker this plugin configures accepts only
         approvals signed with one of them, and an `AgentClient` on this client signs its
@@ -142,6 +147,7 @@ class DurableAgentPlugin(SimplePlugin):
                 entries[agent.name] = (agent, registration)
         self._agents = list(entries.values())
         self.codec = codec
+        self.external_storage = external_storage
         self.approval_keys = approval_keys
         super().__init__(
             "durable-agent.DurableAgentPlugin",
@@ -157,13 +163,20 @@ class DurableAgentPlugin(SimplePlugin):
 
     @classmethod
     def from_env(cls, agents: Sequence[Agent[Any] | AgentRegistration] = ()) -> DurableAgentPlugin:
-        """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set; raises
-        `durable_agent.temporal.encryption.EncryptionError` when the keys there are malformed.
-        Requires (and makes) signed approvals when DURABLE_AGENT_APPROVAL_KEYS is set
-        (`ApprovalKeyError`, an `EncryptionError`, when it does not parse)."""
+        """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set and stores large ones
+        where DURABLE_AGENT_STORAGE says; raises `EncryptionError` or `StorageConfigError`
+        naming a malformed setting. Requires (and makes) signed approvals when
+        DURABLE_AGENT_APPROVAL_KEYS is set (`ApprovalKeyError`, an `EncryptionError`, when
+        it does not parse)."""
         from .encryption import codec_from_env
+        from .storage import external_storage_from_env
 
-        return cls(agents, codec=codec_from_env(), approval_keys=ApprovalKeys.from_env())
+        return cls(
+            agents,
+            codec=codec_from_env(),
+            external_storage=external_storage_from_env(),
+            approval_keys=ApprovalKeys.from_env(),
+        )
 
     # --- data converter -------------------------------------------------------------------
 
@@ -189,6 +202,8 @@ class DurableAgentPlugin(SimplePlugin):
             changes["payload_codec"] = self.codec
             if converter.failure_converter_class is DefaultFailureConverter:
                 changes["failure_converter_class"] = DefaultFailureConverterWithEncodedAttributes
+        if self.external_storage is not None and converter.external_storage is None:
+            changes["external_storage"] = self.external_storage
         return dataclasses.replace(converter, **changes) if changes else converter
 
     # --- sandbox --------------------------------------------------------------------------
@@ -279,6 +294,8 @@ class DurableAgentPlugin(SimplePlugin):
                     "only to Worker(plugins=[...])"
                 )
         self.register_agents()
+        if client is not None and client.data_converter.external_storage is not None:
+            registry.external_storage_queues.add(config.get("task_queue") or "")
         return super().configure_worker(config)
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:

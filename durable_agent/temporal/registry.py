@@ -124,6 +124,10 @@ class AgentRegistration:
 class AgentRegistry:
     def __init__(self) -> None:
         self._agents: dict[str, AgentRegistration] = {}
+        self.external_storage_queues: set[str] = set()
+        """Task queues whose workers here store large payloads externally (set by the
+        plugin from the client's data converter): a run there may carry a conversation
+        larger than one payload across continue-as-new."""
 
     def register(
         self,

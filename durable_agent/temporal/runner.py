@@ -99,14 +99,17 @@ class ActivityNodeRunner:
         *,
         history_offset: int = 0,
         history_digest: str = EMPTY_DIGEST,
+        cached: int | None = None,
     ) -> None:
+        """`cached`: how many of the run's first messages the activity cache may hold
+        already (a continued run's carried conversation, cached by the run before it)."""
         self.registration = registration
         self.name = registration.agent.name
         self.config = registration.activities
         self.offset = history_offset
         self.digest = HistoryDigest(history_offset, history_digest)
         self._definitions: tuple[list[ToolDefinition], str] | None = None
-        self._cached_length = history_offset
+        self._cached_length = history_offset if cached is None else cached
 
     def digest_of(self, messages: list[ModelMessage]) -> str:
         """The digest of the whole conversation so far (for continue-as-new)."""

@@ -60,8 +60,12 @@ class HistorySegment(BaseModel):
 class Continuation(BaseModel):
     """What a run carries into its continue-as-new successor.
 
-    The message history itself stays behind in the earlier runs (`segments`); only its
-    length and digest travel, so the successor's input does not grow with the conversation.
+    With `carries_history` (every run this release starts) the checkpoint's state holds
+    the conversation, after the agent's history processors: the successor never needs an
+    earlier run, which namespace retention deletes. Large inputs go to external storage
+    (`durable_agent.temporal.storage`) and history keeps a reference. Runs started by
+    release 0.1 left the messages behind in earlier runs (`segments`) and carried only
+    their length and digest; they go on that way.
     """
 
     checkpoint: AgentCheckpoint
@@ -72,6 +76,9 @@ class Continuation(BaseModel):
     delivered: list[str] = Field(default_factory=list)
     checkpoint_count: int = 0
     pause_reason: str | None = None
+    carries_history: bool = False
+    earlier_runs: int = 0
+    """How many runs of this workflow came before the successor."""
 
 
 MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600

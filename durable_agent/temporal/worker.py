@@ -36,6 +36,7 @@ from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
 from .registry import AgentRegistry, registry
 from .search_attributes import ensure_search_attributes
+from .storage import STORAGE_ENV, StorageConfigError
 from .toolsets import ToolsetStartupError, toolset_pool
 
 if TYPE_CHECKING:
@@ -94,13 +95,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def plugin() -> DurableAgentPlugin:
-    """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`);
-    requires signed approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`). A
-    setting that does not parse stops the worker with a message naming it."""
+    """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`) and
+    stores large ones where DURABLE_AGENT_STORAGE says (see `.storage`); requires signed
+    approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`). A setting that does
+    not parse stops the worker with a message naming it."""
     try:
         built = DurableAgentPlugin.from_env()
-    except EncryptionError as error:
+    except (EncryptionError, StorageConfigError) as error:
         raise SystemExit(str(error)) from None
+    if built.external_storage is not None:
+        log.info("external payload storage on", storage=os.environ.get(STORAGE_ENV))
     codec = built.codec
     if isinstance(codec, EncryptionCodec):
         log.info("payload encryption on", active_key=codec.active, key_ids=codec.key_ids)
@@ -206,6 +210,10 @@ async def amain(args: argparse.Namespace, default_agents: Sequence[str] = ()) ->
     server = None
     if args.dev:
         from .devserver import DevServer
+
+        # The embedded default keeps large payloads on local disk next to the database.
+        payloads = (Path(args.db).parent / "payloads").resolve()
+        os.environ.setdefault(STORAGE_ENV, f"file://{payloads}")
 
         server = DevServer(
             args.db,

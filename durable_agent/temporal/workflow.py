@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..controller import RunController
-    from ..errors import AgentError, ExecutionSuspended, InvalidInput
+    from ..errors import AgentError, ConversationTooLarge, ExecutionSuspended, InvalidInput
     from ..executor import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence
     from ..hitl import DeferredToolResult, ToolApprovalDecision
     from ..messages import ModelMessage
@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from ..usage import Usage
     from .authorization import decision_problem
     from .executor import CONTINUE_AS_NEW, TemporalExecutor
+    from .history import EMPTY_DIGEST
     from .registry import AgentRegistration, registry
     from .runner import ActivityNodeRunner, WorkflowIdSource
     from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
@@ -58,6 +59,9 @@ APPROVAL_EXPIRED = "approval expired"
 DROPPED_APPROVAL = "durable-agent.approval-signal-dropped"
 """Patch-marker prefix recording that an `approval` signal was refused by the authorization
 check (see `AgentWorkflow._signal_authorization`)."""
+CONTINUATION_LIMIT_BYTES = 1_900_000
+"""Just under Temporal's default 2 MB payload limit: a larger continuation is refused by
+the server, and every workflow task after it would fail."""
 SignalT = TypeVar("SignalT", bound=BaseModel)
 
 
@@ -78,6 +82,7 @@ class AgentWorkflow:
             continue_as_new=self._should_continue_as_new,
         )
         self.segments: list[HistorySegment] = []
+        self.earlier_runs = 0
         self._start_step = 0
         self._after_steps: int | None = None
         self.decisions: dict[str, ToolApprovalDecision] = {}
@@ -101,6 +106,9 @@ class AgentWorkflow:
         registration = self._registration(input)
         if continuation is None:
             runner = ActivityNodeRunner(registration)
+        elif continuation.carries_history:
+            carried = continuation.checkpoint.state.message_history
+            runner = ActivityNodeRunner(registration, cached=len(carried))
         else:
             runner = ActivityNodeRunner(
                 registration,
@@ -208,6 +216,49 @@ class AgentWorkflow:
         self, checkpoint: AgentCheckpoint, runner: ActivityNodeRunner
     ) -> AgentWorkflowInput:
         state = checkpoint.state
+        if state.history_offset:
+            return self._continuation_without_history(checkpoint, runner)
+        assert self.controller is not None
+        kept = self.controller.agent.process_history(state.message_history)
+        carried = state.model_copy(update={"message_history": kept})
+        continued = self.input.model_copy(
+            update={
+                "message_history": [],
+                "continuation": Continuation(
+                    checkpoint=checkpoint.model_copy(update={"state": carried}),
+                    stream_seq=self._stream_seq(),
+                    history_digest=EMPTY_DIGEST,
+                    decided=self.decided,
+                    delivered=sorted(self.delivered),
+                    checkpoint_count=self.executor.checkpoint_count,
+                    pause_reason=self.executor.pause_reason,
+                    carries_history=True,
+                    earlier_runs=self.earlier_runs + 1,
+                ),
+            }
+        )
+        if workflow.info().task_queue not in registry.external_storage_queues:
+            size = len(continued.model_dump_json())
+            if size > CONTINUATION_LIMIT_BYTES:
+                raise ConversationTooLarge(
+                    f"continuing as new would carry {size} bytes ({len(kept)} messages), more "
+                    f"than Temporal accepts in one payload ({CONTINUATION_LIMIT_BYTES}); "
+                    "configure external storage (DURABLE_AGENT_STORAGE, see the README) so "
+                    "large payloads leave history, or bound the history with "
+                    "AgentBuilder.history_processor(keep_last_messages(n))"
+                )
+        workflow.logger.info(
+            "continuing as new",
+            extra={"node": checkpoint.node.value, "messages": len(kept)},
+        )
+        return continued
+
+    def _continuation_without_history(
+        self, checkpoint: AgentCheckpoint, runner: ActivityNodeRunner
+    ) -> AgentWorkflowInput:
+        """How runs started by release 0.1 go on: their earlier messages stay in the runs
+        that hold them (`segments`), as they did when those runs began."""
+        state = checkpoint.state
         held = state.history_offset + len(state.message_history)
         digest = runner.digest_of(state.message_history)
         segment = HistorySegment(
@@ -235,6 +286,7 @@ class AgentWorkflow:
 
     def _restore(self, continuation: Continuation) -> None:
         self.segments = list(continuation.segments)
+        self.earlier_runs = continuation.earlier_runs or len(continuation.segments)
         self.decided = dict(continuation.decided)
         self.delivered = set(continuation.delivered)
         self.executor.latest = continuation.checkpoint
@@ -379,7 +431,7 @@ class AgentWorkflow:
             output=state.output if state else None,
             error=self.error,
             checkpoint_count=self.executor.checkpoint_count,
-            continued_as_new=len(self.segments),
+            continued_as_new=self.earlier_runs,
         )
 
     @workflow.query
