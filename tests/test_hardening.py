@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import shutil
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from durable_agent import (
     ToolApprovalDecision,
     ToolCallPart,
     ToolResultNotSerializable,
+    UsageLimits,
     UserError,
 )
 from durable_agent.cli.app import amain
@@ -407,3 +409,32 @@ def test_generate_key_needs_no_cryptography_package() -> None:
 def test_scripts_dev_installs_the_extras_the_readme_uses() -> None:
     script = (ROOT / "scripts" / "dev").read_text()
     assert "'.[openai,crypto,inbox,mcp]'" in script
+
+
+# -- 13. install and docs -------------------------------------------------------------------
+
+
+def test_building_the_package_prints_no_license_deprecation(tmp_path: Path) -> None:
+    """setuptools warned that `license = { text = ... }` is deprecated on every install."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".temporal", "build", "*.egg-info"),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "project.license" not in out.stdout + out.stderr
+    assert "License classifiers are deprecated" not in out.stdout + out.stderr
+
+
+def test_the_readme_names_the_default_request_limit() -> None:
+    limit = UsageLimits().request_limit
+    assert limit == 50
+    assert f"UsageLimits(request_limit={limit})" in (ROOT / "README.md").read_text()
