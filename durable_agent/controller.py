@@ -26,7 +26,7 @@ from .state import AgentRunState, RunStatus
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["MAX_PROMPT_CHARS", "RunController"]
+__all__ = ["MAX_PROMPT_CHARS", "RunController", "steering_problem"]
 
 MAX_PROMPT_CHARS = 1_000_000
 """Longer prompts are refused: large documents belong behind a tool, not in every request."""
@@ -43,6 +43,20 @@ def check_prompt(prompt: object) -> str:
             "allowed; send large documents through a tool instead"
         )
     return prompt
+
+
+def steering_problem(message: object) -> str | None:
+    """Why `message` cannot steer a run, or None: the same rules as a prompt's."""
+    if not isinstance(message, str):
+        return f"the steering message must be a string, got {type(message).__name__}"
+    if not message.strip():
+        return "the steering message is empty; send the text the model should read"
+    if len(message) > MAX_PROMPT_CHARS:
+        return (
+            f"the steering message has {len(message)} characters, more than the "
+            f"{MAX_PROMPT_CHARS} allowed; send large documents through a tool instead"
+        )
+    return None
 
 
 class RunController:
@@ -116,6 +130,20 @@ class RunController:
         resumed = apply_hitl_decisions(state, approvals, deferred_results)
         loop = self._loop(resumed, stream_start=state.stream_seq)
         return loop.drive(AgentExecutionNode.TOOL_CALL)
+
+    def steer(self, message: str) -> None:
+        """Queues `message` for the next model request of the run this controller drives
+        (or of a run waiting for a human: it reaches the model once the run goes on)."""
+        if problem := steering_problem(message):
+            raise InvalidInput(problem)
+        loop = self.loop
+        if loop is None or loop.state.status not in (RunStatus.RUNNING, RunStatus.WAITING):
+            status = loop.state.status.value if loop is not None else "not started"
+            raise UserError(
+                f"cannot steer a run that is {status}; steer a running or waiting run, or "
+                "start a new one with the message as its prompt"
+            )
+        loop.steer(message)
 
     # -- checks on what humans send, shared by both drivers ---------------------------------
 

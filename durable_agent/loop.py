@@ -32,7 +32,14 @@ from .executor import (
 )
 from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
 from .ids import format_timestamp, new_id
-from .messages import ModelRequest, ModelRequestPart, ToolCall, ToolReturn
+from .messages import (
+    ModelRequest,
+    ModelRequestPart,
+    TextContent,
+    ToolCall,
+    ToolReturn,
+    UserPromptPart,
+)
 from .nodes import (
     ListToolsInput,
     ModelRequestInput,
@@ -216,6 +223,19 @@ class AgentLoop:
             metadata=state.metadata,
         )
 
+    # -- steering --------------------------------------------------------------------------
+
+    def steer(self, message: str) -> int:
+        """Queues a user message for the model's next request (starweaver's steering).
+
+        It waits in `state.pending_steering`, so the next checkpoint holds it, until
+        `prepare_model_request` adds it to the request as a user prompt; a final answer
+        given meanwhile does not end the run, the model is asked again with it. Callers
+        check the message first (`controller.steering_problem`). Returns the `steered`
+        record's seq."""
+        self.state.pending_steering = [*self.state.pending_steering, message]
+        return self.emit("steered", None, message=message)
+
     # -- model -----------------------------------------------------------------------------
 
     async def _prepare(self) -> AgentExecutionNode:
@@ -241,12 +261,19 @@ class AgentLoop:
             for part in fresh.parts:
                 (head if part.kind in ("instruction", "system_prompt") else tail).append(part)
         request = ModelRequest(
-            parts=[*head, *(r.to_part() for r in returns), *state.pending_retry_prompts, *tail],
+            parts=[
+                *head,
+                *(r.to_part() for r in returns),
+                *state.pending_retry_prompts,
+                *tail,
+                *(UserPromptPart(content=[TextContent(text=m)]) for m in state.pending_steering),
+            ],
             run_id=state.run_id,
             conversation_id=state.conversation_id,
             timestamp=ref.timestamp,
         )
         state.message_history.append(request)
+        state.pending_steering = []
         state.pending_prompt = None
         state.pending_tool_calls = []
         state.pending_tool_returns = []
@@ -308,6 +335,10 @@ class AgentLoop:
             )
         )
         if isinstance(outcome, OutputOk):
+            if state.pending_steering:
+                # The model answered before it read what the user sent meanwhile: it gets
+                # another request with those messages instead of the run ending unheard.
+                return N.PREPARE_MODEL_REQUEST
             state.output = outcome.output
             state.structured_output = outcome.structured_output
             state.status = RunStatus.COMPLETED

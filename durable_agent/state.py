@@ -78,6 +78,10 @@ class AgentRunState(BaseModel):
     toolset_listings: list[ToolsetListing] = omit_empty(factory=list)
     """The tools each of the agent's toolsets offered when this run listed them: kept so a
     resumed, replayed or continued-as-new run uses the same tools without asking again."""
+    pending_steering: list[str] = omit_empty(factory=list)
+    """User messages sent while the run works (starweaver's steering messages), queued
+    until the next model request is prepared: then they join it as user prompts. Kept in
+    state so a checkpoint, a resume or a fork still delivers them."""
 
     @field_serializer("latest_response", mode="wrap")
     def _latest_response_without_kind(
@@ -103,6 +107,7 @@ class AgentRunState(BaseModel):
                 "deferred_tool_returns": list(self.deferred_tool_returns),
                 "pending_retry_prompts": list(self.pending_retry_prompts),
                 "toolset_listings": list(self.toolset_listings),
+                "pending_steering": list(self.pending_steering),
                 "tool_retries": dict(self.tool_retries),
                 "metadata": dict(self.metadata),
             }

@@ -15,6 +15,7 @@ __all__ = ["AgentStreamRecord", "StreamKind", "StreamSink"]
 
 StreamKind = Literal[
     "run_start",
+    "steered",
     "node_start",
     "node_complete",
     "checkpoint",

@@ -4,6 +4,7 @@
     durable-agent status agent-deployer-1a2b3c4d
     durable-agent approve agent-deployer-1a2b3c4d call_deploy_0 --by alice
     durable-agent deny agent-deployer-1a2b3c4d call_deploy_0 --reason "change freeze"
+    durable-agent steer agent-researcher-5e6f7a8b "also check Rome"
     durable-agent list --status waiting
     durable-agent worker --agents my_agents
     durable-agent inbox --users inbox-users.toml
@@ -93,6 +94,7 @@ for command in (
     decisions.deferred,
     decisions.resume,
     decisions.suspend,
+    decisions.steer,
     runs.checkpoints,
     runs.list_runs,
     worker,

@@ -1,4 +1,5 @@
-"""What a person decides for a run: `approve`, `deny`, `deferred`, `resume`, `suspend`.
+"""What a person decides for a run: `approve`, `deny`, `deferred`, `resume`, `suspend`,
+`steer`.
 
 The first four are workflow updates, so a refusal by the workflow's validator (a wrong call
 id, a second decision, a resume of a run that is not suspended, an approver the agent does
@@ -19,7 +20,7 @@ from durable_agent.temporal.wire import UpdateAccepted
 from .context import EPILOG, EXIT_OK, JSON_OBJECT, JSON_VALUE, Settings, connection_options
 from .output import dump, out
 
-__all__ = ["approve", "deferred", "deny", "resume", "suspend"]
+__all__ = ["approve", "deferred", "deny", "resume", "steer", "suspend"]
 
 BY_HELP = "who decided (kept for audit; checked against the agent's approvers)"
 GROUP_HELP = "a group the decider belongs to (repeatable; checked against the approvers)"
@@ -133,3 +134,14 @@ def suspend(settings: Settings, workflow_id: str, reason: str) -> Awaitable[int]
         return EXIT_OK
 
     return send()
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.argument("message")
+@connection_options(group=False)
+@click.pass_obj
+def steer(settings: Settings, workflow_id: str, message: str) -> Awaitable[int]:
+    """Send MESSAGE to running agent ID: the model reads it at its next request (e.g.
+    "also check Rome"). Refused (exit 1) when it is empty or the run has ended."""
+    return _decide(settings, workflow_id, lambda run: run.steer(message))

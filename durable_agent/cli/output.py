@@ -189,6 +189,9 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
         lines.append(("suspended", f"{view.suspend_reason}  {resume}"))
     if view.error:
         lines.append(("error", view.error))
+    if view.steering:
+        queued = " | ".join(view.steering)
+        lines.append(("steering", f"{queued}  (queued for the next model request)"))
     lines += _calls_lines("pending approvals", view.pending_approvals)
     lines += _calls_lines("deferred calls", view.deferred_calls)
     return lines

@@ -60,6 +60,7 @@ from .wire import (
     DeferredResultSignal,
     HistoryPageQuery,
     ResumeSignal,
+    SteerSignal,
     SuspendSignal,
     UpdateAccepted,
 )
@@ -93,7 +94,7 @@ BUSY_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Waits before each retry of a call the server refused with RESOURCE_EXHAUSTED (e.g. more
 than ~10 updates in flight on one workflow): bounded, so a stuck workflow still ends the
 call. The SDK has already retried a few times itself before it gives us the refusal."""
-UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume"})
+UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering message"})
 """The actions sent as workflow updates (named so in messages)."""
 OPEN_STATUSES = frozenset({"starting", "running", "waiting"})
 SUMMARY_PROMPT_CHARS = 60
@@ -613,6 +614,13 @@ class AgentRunHandle:
         for it, so there is nothing to reject; `status()` shows when it took effect)."""
         signal = SuspendSignal(reason=reason)
         await self._act("suspend", lambda: self.handle.signal(AgentWorkflow.suspend, signal))
+
+    async def steer(self, message: str) -> UpdateAccepted:
+        """Queues `message` for the model's next request (the `steer_run` update); the run
+        keeps it in its state and stream. `Rejected` (`invalid_steering`) for an empty
+        message or a run that is neither running nor waiting."""
+        request = SteerSignal(message=message)
+        return await self._update("steering message", AgentWorkflow.steer_run, request)
 
     async def cancel(self) -> None:
         """Requests cancellation; `result()` then raises `RunFailed` ("cancelled")."""

@@ -42,6 +42,7 @@ __all__ = [
     "PrepareActivityInput",
     "ResumeSignal",
     "StreamPageQuery",
+    "SteerSignal",
     "SuspendSignal",
     "ToolCallActivityInput",
     "UpdateAccepted",
@@ -128,6 +129,14 @@ class SuspendSignal(BaseModel):
     reason: str = "suspended by signal"
 
 
+class SteerSignal(BaseModel):
+    """The `steer` signal and `steer_run` update: a user message for the model's next
+    request. Its text is checked by the workflow (an empty one is refused by the update's
+    validator, logged and dropped as a signal), not here, so the refusal can say why."""
+
+    message: str = ""
+
+
 class ApprovalSignal(BaseModel):
     tool_call_id: str
     approved: bool
@@ -190,6 +199,8 @@ class AgentStatusView(BaseModel):
     checkpoint_count: int = 0
     """Boundaries passed since the workflow started, across continue-as-new."""
     continued_as_new: int = 0
+    steering: list[str] = Field(default_factory=list)
+    """Steering messages queued for the next model request, not yet sent to the model."""
 
 
 class HistoryPageQuery(BaseModel):

@@ -20,7 +20,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ..controller import RunController
+    from ..controller import RunController, steering_problem
     from ..errors import AgentError, ConversationTooLarge, ExecutionSuspended, InvalidInput
     from ..executor import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence
     from ..hitl import DeferredToolResult, ToolApprovalDecision
@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         HistorySegment,
         PendingApprovalView,
         ResumeSignal,
+        SteerSignal,
         StreamPageQuery,
         SuspendSignal,
         UpdateAccepted,
@@ -432,6 +433,7 @@ class AgentWorkflow:
             error=self.error,
             checkpoint_count=self.executor.checkpoint_count,
             continued_as_new=self.earlier_runs,
+            steering=list(state.pending_steering) if state else [],
         )
 
     @workflow.query
@@ -616,7 +618,7 @@ class AgentWorkflow:
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         workflow.logger.warning(
             "unknown signal %r ignored; this workflow accepts: approval, deferred_result, "
-            "resume, suspend",
+            "resume, suspend, steer",
             name,
         )
 
@@ -705,3 +707,40 @@ class AgentWorkflow:
             workflow.logger.warning("suspend signal ignored: run is %s", self.state.status.value)
             return
         self.executor.request_pause(signal.reason)
+
+    # -- steering --------------------------------------------------------------------------
+
+    def _steering_problem(self, message: str) -> str | None:
+        """Only a run whose loop can still read it may be steered: running, or waiting for
+        a human or a resume (the message then waits for the run to go on)."""
+        status = self._status()
+        loop = self.controller.loop if self.controller is not None else None
+        if loop is None or status not in (RunStatus.RUNNING.value, RunStatus.WAITING.value):
+            return f"run is {status}; only a running or waiting run can be steered"
+        return steering_problem(message)
+
+    def _record_steering(self, message: str) -> None:
+        loop = self.controller.loop if self.controller is not None else None
+        assert loop is not None, "steering is checked by _steering_problem first"
+        loop.steer(message)
+        workflow.logger.info("steering message queued", extra={"chars": len(message)})
+
+    @workflow.signal
+    def steer(self, *inputs: Any) -> None:
+        signal = self._signal_input(SteerSignal, "steer", inputs)
+        if signal is None:
+            return
+        if problem := self._steering_problem(signal.message):
+            workflow.logger.warning("steer signal ignored: %s", problem)
+            return
+        self._record_steering(signal.message)
+
+    @workflow.update
+    def steer_run(self, request: SteerSignal) -> UpdateAccepted:
+        self._record_steering(request.message)
+        return self._accepted("steering message queued for the model's next request")
+
+    @steer_run.validator
+    def _validate_steer(self, request: SteerSignal) -> None:
+        if problem := self._steering_problem(request.message):
+            raise ApplicationError(problem, type="invalid_steering", non_retryable=True)
