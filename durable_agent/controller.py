@@ -120,8 +120,13 @@ class RunController:
         state: AgentRunState,
         approvals: Mapping[str, ToolApprovalDecision | bool] | None = None,
         deferred_results: Sequence[DeferredToolResult] | None = None,
+        *,
+        announce: bool = True,
     ) -> Coroutine[Any, Any, AgentRunState]:
-        """Goes on once every pending call of a waiting run has a decision or a result."""
+        """Goes on once every pending call of a waiting run has a decision or a result.
+
+        `announce` emits an `approval_decided` / `deferred_result` record for each first; a
+        driver that emitted them as each decision arrived (the workflow) passes False."""
         for call_id, decision in (approvals or {}).items():
             if isinstance(decision, ToolApprovalDecision) and decision.approved:
                 problem = self.override_problem(state, call_id, decision.override_arguments)
@@ -129,6 +134,17 @@ class RunController:
                     raise HitlDecisionError(problem)
         resumed = apply_hitl_decisions(state, approvals, deferred_results)
         loop = self._loop(resumed, stream_start=state.stream_seq)
+        if announce:
+            for approval in resumed.pending_approval_tool_returns:
+                if approval.decision is not None:
+                    loop.announce_decision(
+                        approval.tool_call_id, approval.tool_name, approval.decision
+                    )
+            for deferred in resumed.deferred_tool_returns:
+                if deferred.result is not None:
+                    loop.announce_result(
+                        deferred.tool_call_id, deferred.tool_name, deferred.result.status
+                    )
         return loop.drive(AgentExecutionNode.TOOL_CALL)
 
     def steer(self, message: str) -> None:

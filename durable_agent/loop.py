@@ -30,7 +30,13 @@ from .executor import (
     Continue,
     Suspend,
 )
-from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
+from .hitl import (
+    DeferredToolCall,
+    DeferredToolResult,
+    PendingCall,
+    PendingToolApproval,
+    ToolApprovalDecision,
+)
 from .ids import format_timestamp, new_id
 from .messages import (
     ModelRequest,
@@ -40,6 +46,7 @@ from .messages import (
     ToolReturn,
     UserPromptPart,
 )
+from .models.base import DeltaSink, ModelDelta
 from .nodes import (
     ListToolsInput,
     ModelRequestInput,
@@ -58,7 +65,7 @@ from .nodes import (
 from .output import OUTPUT_TOOL_NAME
 from .runner import Driver
 from .state import AgentRunState, RunError, RunStatus
-from .stream import AgentStreamRecord, StreamKind
+from .stream import AgentStreamRecord, StreamKind, preview, response_view
 from .tools import ToolDefinition
 from .toolsets import ToolsetListing, ToolsetTool, check_approval_names, index_toolset_tools
 from .usage import Usage
@@ -87,7 +94,11 @@ class AgentLoop:
         self.executor = driver.executor
         self.ids = driver.ids
         self.sink = driver.sink
+        self.model_deltas = driver.model_deltas
         self.seq = stream_start
+        self.driving = False
+        """True while `drive` runs; records emitted outside it (a human's decision arriving
+        while the run waits) move `state.stream_seq` on themselves."""
         self.idempotency_prefix = driver.idempotency_prefix or state.run_id
         bounds = (agent.max_concurrent_tools, driver.max_concurrent_tools)
         limits = [n for n in bounds if n is not None]
@@ -101,6 +112,8 @@ class AgentLoop:
     def emit(self, kind: StreamKind, node: AgentExecutionNode | None = None, /, **data: Any) -> int:
         seq = self.seq
         self.seq += 1
+        if not self.driving:
+            self.state.stream_seq = self.seq
         if self.sink is not None:
             self.sink(
                 AgentStreamRecord(
@@ -155,6 +168,7 @@ class AgentLoop:
         if self.state.status in (RunStatus.STARTING, RunStatus.WAITING):
             self.state.status = RunStatus.RUNNING
         current: AgentExecutionNode | None = node
+        self.driving = True
         try:
             while current is not None:
                 if skip_boundary:
@@ -173,6 +187,7 @@ class AgentLoop:
             await self._fail(exc)
             raise
         finally:
+            self.driving = False
             self.state.stream_seq = self.seq
         return self.state
 
@@ -290,28 +305,83 @@ class AgentLoop:
                 "raise AgentBuilder.max_steps(...) if the task needs more steps"
             )
         agent.usage_limits.check_before_request(state.usage)
-        self.emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=state.run_step + 1)
+        step = state.run_step + 1
+        self.emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=step)
         response = await self.runner.model_request(
             ModelRequestInput.for_run(
                 self._ref(),
                 messages=state.message_history,
                 toolset_tools=self.toolset_definitions(),
-            )
+            ),
+            self._delta_sink(step),
         )
         usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
         self.emit(
             "model_response",
             N.BEFORE_MODEL_REQUEST,
-            run_step=state.run_step + 1,
+            run_step=step,
             parts=len(response.parts),
             tool_calls=len(response.tool_calls),
+            **response_view(response),
         )
         state.message_history.append(response)
         state.latest_response = response
         state.run_step += 1
         state.usage = state.usage.add(usage)
+        self.emit(
+            "usage",
+            N.BEFORE_MODEL_REQUEST,
+            run_step=step,
+            request=usage.model_dump(mode="json"),
+            total=state.usage.model_dump(mode="json"),
+        )
         agent.usage_limits.check_tokens(state.usage)
         return N.MODEL_RESPONSE
+
+    def _delta_sink(self, step: int) -> DeltaSink | None:
+        """Where a streaming model's deltas go: records of this run, numbered in order with
+        everything else. None (the model is asked for the whole response at once) when no
+        one listens, the driver does not want them, or the model does not stream."""
+        if self.sink is None or not self.model_deltas or not self.agent.model.streams:
+            return None
+
+        def on_delta(delta: ModelDelta) -> None:
+            self.emit_delta(step, 1, delta.kind, delta.text)
+
+        return on_delta
+
+    def emit_delta(self, step: int, attempt: int, part: str, text: str) -> int:
+        """One `model_delta` record: `text` that attempt `attempt` of step `step`'s model
+        request wrote, as `part` ("text" or "thinking")."""
+        node = N.BEFORE_MODEL_REQUEST
+        return self.emit("model_delta", node, run_step=step, attempt=attempt, part=part, text=text)
+
+    # -- human decisions, as records -------------------------------------------------------
+
+    def announce_decision(
+        self, tool_call_id: str, tool_name: str, decision: ToolApprovalDecision
+    ) -> int:
+        """The `approval_decided` record: who decided what for one call."""
+        return self.emit(
+            "approval_decided",
+            N.TOOL_CALL,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            approved=decision.approved,
+            decided_by=decision.decided_by,
+            reason=None if decision.approved else decision.reason,
+            overridden=decision.override_arguments is not None,
+        )
+
+    def announce_result(self, tool_call_id: str, tool_name: str, status: str) -> int:
+        """The `deferred_result` record: a deferred call's result was delivered."""
+        return self.emit(
+            "deferred_result",
+            N.TOOL_CALL,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            status=status,
+        )
 
     def _route_response(self) -> AgentExecutionNode:
         state = self.state
@@ -509,10 +579,12 @@ class AgentLoop:
                     self._deny(approval, approval.decision)
                     continue
             elif agent.needs_approval(call.name):
+                pending = PendingToolApproval.for_call(call)
                 state.pending_approval_tool_returns = [
                     *state.pending_approval_tool_returns,
-                    PendingToolApproval.for_call(call),
+                    pending,
                 ]
+                self._announce_wait("approval_requested", pending)
                 continue
             decision = approval.decision if approval is not None else None
             listed = self._toolset_index().get(call.name) if agent.toolsets else None
@@ -532,7 +604,15 @@ class AgentLoop:
             return
         agent.usage_limits.check_before_tool_calls(state.usage, len(planned))
         for item in planned:
-            self.emit("tool_call", N.TOOL_CALL, tool_call_id=item.call.id, tool_name=item.call.name)
+            self.emit(
+                "tool_call",
+                N.TOOL_CALL,
+                tool_call_id=item.call.id,
+                tool_name=item.call.name,
+                arguments=item.override_arguments
+                if item.override_arguments is not None
+                else item.call.arguments,
+            )
         outcomes = await self._run_tools(planned)
         for item, outcome in zip(planned, outcomes, strict=True):
             self._apply_outcome(item.call, outcome)
@@ -575,16 +655,14 @@ class AgentLoop:
         state = self.state
         self._drop_approval(call.id)
         if isinstance(outcome, ToolApprovalNeeded):
-            state.pending_approval_tool_returns = [
-                *state.pending_approval_tool_returns,
-                PendingToolApproval.for_call(call, outcome.reason, outcome.metadata),
-            ]
+            pending = PendingToolApproval.for_call(call, outcome.reason, outcome.metadata)
+            state.pending_approval_tool_returns = [*state.pending_approval_tool_returns, pending]
+            self._announce_wait("approval_requested", pending)
             return
         if isinstance(outcome, ToolDeferred):
-            state.deferred_tool_returns = [
-                *state.deferred_tool_returns,
-                DeferredToolCall.for_call(call, outcome.reason, outcome.metadata),
-            ]
+            deferred = DeferredToolCall.for_call(call, outcome.reason, outcome.metadata)
+            state.deferred_tool_returns = [*state.deferred_tool_returns, deferred]
+            self._announce_wait("call_deferred", deferred)
             return
         tool_return = outcome.tool_return
         if isinstance(outcome, ToolReturned) and outcome.toolset_changed:
@@ -603,7 +681,28 @@ class AgentLoop:
             if call.name in state.tool_retries:
                 state.tool_retries = {k: v for k, v in state.tool_retries.items() if k != call.name}
         state.pending_tool_returns = [*state.pending_tool_returns, tool_return]
-        self.emit("tool_return", N.TOOL_CALL, tool_call_id=call.id, is_error=tool_return.is_error)
+        content, cut = preview(tool_return.content)
+        self.emit(
+            "tool_return",
+            N.TOOL_CALL,
+            tool_call_id=call.id,
+            is_error=tool_return.is_error,
+            tool_name=call.name,
+            content=content,
+            **({"content_truncated": True} if cut else {}),
+        )
+
+    def _announce_wait(self, kind: StreamKind, call: PendingCall) -> None:
+        """`approval_requested` / `call_deferred`: a call that now waits for a human, with
+        what a UI shows to get it decided."""
+        self.emit(
+            kind,
+            N.TOOL_CALL,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            arguments=call.arguments,
+            reason=call.reason,
+        )
 
     def _drop_approval(self, call_id: str) -> None:
         state = self.state

@@ -37,6 +37,7 @@ from .messages import (
     ToolReturn,
     UserPromptPart,
 )
+from .models.base import DeltaSink
 from .output import format_validation_error, parse_output, run_output_validator
 from .tools import ToolContext, ToolDefinition
 from .toolsets import ToolsetListing, ToolsetResult, ToolsetTool
@@ -275,9 +276,18 @@ async def prepare_model_request(agent: Agent[Any], input: PrepareModelRequestInp
     )
 
 
-async def model_request(agent: Agent[Any], input: ModelRequestInput) -> ModelResponse:
+async def model_request(
+    agent: Agent[Any], input: ModelRequestInput, *, on_delta: DeltaSink | None = None
+) -> ModelResponse:
+    """Asks the agent's model. With `on_delta` a streaming model hands its text and thinking
+    over as it writes them (a model that does not stream just answers); without, even a
+    streaming model is asked for the whole response at once, so streaming off costs nothing."""
     messages = agent.process_history(input.messages)
-    response = await agent.model.request(messages, agent.request_parameters(input.toolset_tools))
+    params = agent.request_parameters(input.toolset_tools)
+    if on_delta is not None and agent.model.streams:
+        response = await agent.model.request_stream(messages, params, on_delta)
+    else:
+        response = await agent.model.request(messages, params)
     return response.model_copy(
         update={
             "parts": unique_tool_call_ids(response.parts, input.run_step + 1),

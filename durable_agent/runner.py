@@ -9,6 +9,7 @@ from . import nodes
 from .executor import AgentExecutor
 from .ids import IdSource
 from .messages import ModelRequest, ModelResponse
+from .models.base import DeltaSink
 from .stream import StreamSink
 from .toolsets import ToolsetListing
 
@@ -23,7 +24,12 @@ class NodeRunner(Protocol):
         self, input: nodes.PrepareModelRequestInput
     ) -> ModelRequest: ...
 
-    async def model_request(self, input: nodes.ModelRequestInput) -> ModelResponse: ...
+    async def model_request(
+        self, input: nodes.ModelRequestInput, deltas: DeltaSink | None = None
+    ) -> ModelResponse:
+        """`deltas`, when given, asks a streaming model to stream; where the deltas go is the
+        driver's business (in-process: this sink; on Temporal: the workflow, by signal)."""
+        ...
 
     async def list_tools(self, input: nodes.ListToolsInput) -> ToolsetListing:
         """Asked only for agents with toolsets, when a run needs a toolset's tool list."""
@@ -43,8 +49,10 @@ class DirectNodeRunner:
     async def prepare_model_request(self, input: nodes.PrepareModelRequestInput) -> ModelRequest:
         return await nodes.prepare_model_request(self.agent, input)
 
-    async def model_request(self, input: nodes.ModelRequestInput) -> ModelResponse:
-        return await nodes.model_request(self.agent, input)
+    async def model_request(
+        self, input: nodes.ModelRequestInput, deltas: DeltaSink | None = None
+    ) -> ModelResponse:
+        return await nodes.model_request(self.agent, input, on_delta=deltas)
 
     async def list_tools(self, input: nodes.ListToolsInput) -> ToolsetListing:
         return await nodes.list_tools(self.agent, input)
@@ -60,7 +68,9 @@ class DirectNodeRunner:
 class Driver:
     """What differs between running in-process and on Temporal, and nothing else: where
     node work runs, where boundaries go, where ids and time come from, where stream records
-    go, what prefixes idempotency keys, and how many tool calls may run at once."""
+    go, what prefixes idempotency keys, how many tool calls may run at once, and whether a
+    streaming model's deltas are wanted (`model_deltas`: per run on Temporal, where they cost
+    history; in-process they are wanted whenever there is a sink)."""
 
     runner: NodeRunner
     executor: AgentExecutor
@@ -68,3 +78,4 @@ class Driver:
     sink: StreamSink | None = None
     idempotency_prefix: str | None = None
     max_concurrent_tools: int | None = None
+    model_deltas: bool = True

@@ -755,7 +755,14 @@ INVALID: list[Any] = [
         "invalid_type",
         "",
     ),
-    ("stream", {"stream": True}, "stream", "unsupported_by_fake_server", "streaming"),
+    ("stream-string", {"stream": "yes"}, "stream", "invalid_type", ""),
+    (
+        "stream-options-without-stream",
+        {"stream_options": {"include_usage": True}},
+        "stream_options",
+        None,
+        "only allowed when 'stream' is enabled",
+    ),
     ("n-above-one", {"n": 2}, "n", "unsupported_by_fake_server", ""),
 ]
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Model, ModelRequestParameters, ModelSettings, OutputMode
-from .function import AgentInfo, FunctionModel
+from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode
+from .function import AgentInfo, FunctionModel, StreamFunction
 from .test import TestModel
 
 __all__ = [
     "AgentInfo",
+    "DeltaSink",
     "FunctionModel",
     "Model",
+    "ModelDelta",
     "ModelRequestParameters",
     "ModelSettings",
     "OpenAIChatModel",
     "OutputMode",
+    "StreamFunction",
     "TestModel",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -10,9 +11,30 @@ from pydantic import BaseModel, Field
 from ..messages import ModelMessage, ModelResponse
 from ..tools import ToolDefinition
 
-__all__ = ["Model", "ModelRequestParameters", "ModelSettings", "OutputMode"]
+__all__ = [
+    "DeltaSink",
+    "Model",
+    "ModelDelta",
+    "ModelRequestParameters",
+    "ModelSettings",
+    "OutputMode",
+]
 
 OutputMode = Literal["text", "json_schema", "tool"]
+
+
+class ModelDelta(BaseModel):
+    """A piece of a response as a streaming model produces it: text the model is writing,
+    or its thinking (reasoning) text. The response a streamed request returns is the whole
+    truth; deltas are for showing it while it is written."""
+
+    kind: Literal["text", "thinking"] = "text"
+    text: str
+
+
+DeltaSink = Callable[[ModelDelta], None]
+"""Where a streaming request hands its deltas, in order. It must not block: the activity's
+sink buffers them for a batched send, the in-process sink emits stream records."""
 
 
 class ModelSettings(BaseModel):
@@ -50,7 +72,20 @@ class Model(ABC):
         """How this model should be asked for structured output (`json_schema` or `tool`)."""
         return "json_schema"
 
+    @property
+    def streams(self) -> bool:
+        """Whether `request_stream` hands over deltas as they arrive (off by default: a
+        model that does not stream answers `request_stream` with `request`)."""
+        return False
+
     @abstractmethod
     async def request(
         self, messages: list[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse: ...
+
+    async def request_stream(
+        self, messages: list[ModelMessage], params: ModelRequestParameters, on_delta: DeltaSink
+    ) -> ModelResponse:
+        """The same request, with its text and thinking handed to `on_delta` as they are
+        produced; returns the whole response, as `request` does."""
+        return await self.request(messages, params)

@@ -25,6 +25,7 @@ try:
     from openai.types.chat import (
         ChatCompletion,
         ChatCompletionAssistantMessageParam,
+        ChatCompletionChunk,
         ChatCompletionFunctionToolParam,
         ChatCompletionMessageFunctionToolCallParam,
         ChatCompletionMessageParam,
@@ -36,6 +37,7 @@ try:
     from openai.types.chat.chat_completion_content_part_text_param import (
         ChatCompletionContentPartTextParam,
     )
+    from openai.types.completion_usage import CompletionUsage
     from openai.types.shared_params import FunctionDefinition
 except ImportError as _missing:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -61,7 +63,7 @@ from ..messages import (
 from ..output import OUTPUT_TOOL_NAME
 from ..tools import ToolDefinition
 from ..usage import Usage
-from .base import Model, ModelRequestParameters, ModelSettings, OutputMode
+from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode
 
 __all__ = ["OpenAIChatModel"]
 
@@ -311,7 +313,11 @@ class OpenAIChatModel(Model):
         settings: ModelSettings | None = None,
         client: AsyncOpenAI | None = None,
         structured_output: StructuredOutput = "json_schema",
+        stream: bool = False,
     ) -> None:
+        """`stream=True` makes this a streaming model: a run that wants deltas (in-process
+        with a sink, on Temporal unless the run turns them off) gets the text and reasoning
+        as the server sends them; the response is the same either way."""
         if not model_name:
             raise UserError("OpenAIChatModel needs a model name, e.g. 'gpt-4o-mini'")
         if structured_output not in ("json_schema", "tool"):
@@ -323,6 +329,7 @@ class OpenAIChatModel(Model):
         self._api_key = api_key
         self.settings = settings
         self._structured_output: StructuredOutput = structured_output
+        self._stream = stream
         # A client of the caller's keeps its settings and connection pool, but never its own
         # retry loop, for the same reason ours has none.
         self._given_client = client.with_options(max_retries=0) if client is not None else None
@@ -338,6 +345,10 @@ class OpenAIChatModel(Model):
         return self._structured_output
 
     @property
+    def streams(self) -> bool:
+        return self._stream
+
+    @property
     def base_url(self) -> str | None:
         return self._base_url or os.environ.get("OPENAI_BASE_URL") or None
 
@@ -345,7 +356,8 @@ class OpenAIChatModel(Model):
         return (
             f"OpenAIChatModel(model_name={self._model_name!r}, "
             f"base_url={_redact_url(self._base_url)!r}, "
-            f"structured_output={self._structured_output!r}, settings={self.settings!r})"
+            f"structured_output={self._structured_output!r}, settings={self.settings!r}"
+            + (", stream=True)" if self._stream else ")")
         )
 
     def __getstate__(self) -> dict[str, Any]:
@@ -410,9 +422,11 @@ class OpenAIChatModel(Model):
             tool_choice = "required"
         return tools, tool_choice, response_format
 
-    async def request(
-        self, messages: list[ModelMessage], params: ModelRequestParameters
-    ) -> ModelResponse:
+    async def _create(
+        self, messages: list[ModelMessage], params: ModelRequestParameters, **stream: Any
+    ) -> Any:
+        """One chat-completions call (streamed when `stream` holds `stream=True`), with the
+        SDK's errors turned into ours."""
         settings = _merge_settings(self.settings, params.settings)
         tools, tool_choice, response_format = self._tools_and_format(params)
         client = self.client()
@@ -420,7 +434,7 @@ class OpenAIChatModel(Model):
             settings.timeout_seconds if settings.timeout_seconds is not None else not_given
         )
         try:
-            completion: Any = await client.chat.completions.create(
+            return await client.chat.completions.create(
                 model=self._model_name,
                 messages=map_messages(messages),
                 tools=tools or omit,
@@ -433,20 +447,29 @@ class OpenAIChatModel(Model):
                 stop=_given(settings.stop),
                 timeout=timeout,
                 extra_body=settings.extra or None,
+                **stream,
             )
         except openai.APIStatusError as error:
             raise self._status_error(error) from error
         except openai.APIConnectionError as error:
-            cause = error.__cause__
-            detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-            raise ModelHTTPError(
-                f"{error.message}{detail}", status_code=None, model_name=self._model_name
-            ) from error
+            raise self._connection_error(error) from error
         except (openai.APIResponseValidationError, json.JSONDecodeError) as error:
             raise UnexpectedModelBehavior(
                 f"{self._model_name}: the server answered 200 with a body that is not a chat "
                 f"completion: {error}"
             ) from error
+
+    def _connection_error(self, error: BaseException) -> ModelHTTPError:
+        """A lost or refused connection: retryable (`status_code` None)."""
+        cause = error.__cause__
+        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        message = getattr(error, "message", None) or str(error) or type(error).__name__
+        return ModelHTTPError(f"{message}{detail}", status_code=None, model_name=self._model_name)
+
+    async def request(
+        self, messages: list[ModelMessage], params: ModelRequestParameters
+    ) -> ModelResponse:
+        completion = await self._create(messages, params)
         if not isinstance(completion, ChatCompletion):
             raise UnexpectedModelBehavior(
                 f"{self._model_name}: the server answered 200 with a body that is not a chat "
@@ -459,6 +482,47 @@ class OpenAIChatModel(Model):
             raise UnexpectedModelBehavior(
                 f"{self._model_name}: the chat completion is malformed: {error}"
             ) from error
+
+    async def request_stream(
+        self, messages: list[ModelMessage], params: ModelRequestParameters, on_delta: DeltaSink
+    ) -> ModelResponse:
+        """The request with `stream=True`: content and reasoning deltas go to `on_delta` as
+        chunks arrive; tool calls and usage (`include_usage`) are assembled from the chunks
+        into the same `ModelResponse` a plain request gives. A stream cut off midway raises
+        a retryable `ModelHTTPError`, so the activity's retry asks again."""
+        if not self._stream:
+            return await self.request(messages, params)
+        chunks = await self._create(
+            messages, params, stream=True, stream_options={"include_usage": True}
+        )
+        assembly = _StreamAssembly(self._model_name)
+        try:
+            async for chunk in chunks:
+                assembly.add(chunk, on_delta)
+        except openai.APIStatusError as error:
+            raise self._status_error(error) from error
+        except openai.APIConnectionError as error:  # the SDK wraps transport errors so
+            raise self._connection_error(error) from error
+        except openai.APIError as error:
+            # An `error` event in the stream: the server gave up mid-answer; ask again.
+            raise ModelHTTPError(
+                f"the stream ended with an error: {error.message}",
+                status_code=None,
+                model_name=self._model_name,
+            ) from error
+        except (AttributeError, TypeError, ValidationError) as error:
+            raise UnexpectedModelBehavior(
+                f"{self._model_name}: a streamed chunk is malformed: {error}"
+            ) from error
+        if assembly.finish_reason is None:
+            # Every complete stream ends its choice with a finish reason; a connection
+            # closed before it (a proxy restarting) ends the iteration quietly.
+            raise ModelHTTPError(
+                "the stream ended before the model finished its answer",
+                status_code=None,
+                model_name=self._model_name,
+            )
+        return assembly.response()
 
     def _status_error(self, error: openai.APIStatusError) -> ModelHTTPError:
         body = error.body
@@ -521,9 +585,12 @@ class OpenAIChatModel(Model):
 
     @staticmethod
     def _usage(completion: ChatCompletion) -> Usage:
-        usage = completion.usage
-        if usage is None:
+        if completion.usage is None:
             return Usage(requests=1)
+        return OpenAIChatModel._usage_of(completion.usage)
+
+    @staticmethod
+    def _usage_of(usage: CompletionUsage) -> Usage:
         details = usage.prompt_tokens_details
         return Usage(
             requests=1,
@@ -531,4 +598,75 @@ class OpenAIChatModel(Model):
             output_tokens=usage.completion_tokens or 0,
             total_tokens=usage.total_tokens or 0,
             cache_read_tokens=(details.cached_tokens or 0) if details is not None else 0,
+        )
+
+
+class _StreamAssembly:
+    """Chat-completion chunks put back together into one response: content and reasoning in
+    order (each piece also handed to the delta sink), tool calls by their index, the finish
+    reason, and the usage of the last chunk (`stream_options.include_usage`)."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self.served_by: str | None = None
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+
+    def add(self, chunk: ChatCompletionChunk, on_delta: DeltaSink) -> None:
+        self.served_by = chunk.model or self.served_by
+        if chunk.usage is not None:
+            self.usage = OpenAIChatModel._usage_of(chunk.usage)
+        for choice in chunk.choices[:1]:
+            delta = choice.delta
+            extra = delta.model_extra or {}
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self.reasoning.append(reasoning)
+                on_delta(ModelDelta(kind="thinking", text=reasoning))
+            if delta.content:
+                self.text.append(delta.content)
+                on_delta(ModelDelta(kind="text", text=delta.content))
+            if delta.refusal:
+                self.refusal.append(delta.refusal)
+            for call in delta.tool_calls or []:
+                entry = self.calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                if call.type not in (None, "function"):
+                    raise UnexpectedModelBehavior(
+                        f"{self.model_name}: unsupported tool call type {call.type!r}; only "
+                        "function tools are sent"
+                    )
+                if call.id:
+                    entry["id"] = call.id
+                if call.function is not None:
+                    entry["name"] += call.function.name or ""
+                    entry["arguments"] += call.function.arguments or ""
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+
+    def response(self) -> ModelResponse:
+        parts: list[ModelResponsePart] = []
+        metadata: dict[str, Any] = {}
+        if self.reasoning:
+            parts.append(ThinkingPart(text="".join(self.reasoning)))
+        if self.text:
+            parts.append(TextPart(text="".join(self.text)))
+        elif self.refusal:
+            parts.append(TextPart(text="".join(self.refusal)))
+            metadata["refusal"] = True
+        for _, call in sorted(self.calls.items()):
+            parts.append(
+                ToolCallPart(
+                    id=call["id"], name=call["name"], arguments=_parse_arguments(call["arguments"])
+                )
+            )
+        return ModelResponse(
+            parts=parts,
+            usage=self.usage or Usage(requests=1),
+            model_name=self.served_by or self.model_name,
+            finish_reason=self.finish_reason,
+            metadata=metadata,
         )

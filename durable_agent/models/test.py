@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from ..errors import UnexpectedModelBehavior
@@ -10,11 +11,12 @@ from ..messages import (
     ModelRequest,
     ModelResponse,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     UserPromptPart,
 )
 from ..usage import Usage
-from .base import Model, ModelRequestParameters
+from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters
 
 __all__ = ["TestModel"]
 
@@ -61,6 +63,8 @@ class TestModel(Model):
         self.request_count = 0
         self._count_cache: tuple[object, int, int] = (None, 0, 0)
         """How many requests this instance served (for tests that count model calls)."""
+        self._chunk: int | None = None
+        self._delay = 0.0
 
     def _responses_in(self, messages: list[ModelMessage]) -> int:
         """Counts responses, incrementally when the loop hands over the same growing list."""
@@ -79,9 +83,46 @@ class TestModel(Model):
     def with_responses(cls, responses: Sequence[ModelResponse]) -> TestModel:
         return cls(responses=responses)
 
+    def streamed(self, chunk: int = 4, delay: float = 0.0) -> TestModel:
+        """A copy that streams (`streams` is True): `request_stream` hands each text and
+        thinking part over in `chunk`-character deltas, `delay` seconds apart, then returns
+        the same response `request` would. Plain `TestModel`s do not stream, so runs that do
+        not ask for it behave as before."""
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1 character, got {chunk}")
+        copy = TestModel(
+            text=self._text,
+            responses=None if self._text is not None else self._responses,
+            name=self._name,
+        )
+        copy._chunk = chunk
+        copy._delay = delay
+        return copy
+
     @property
     def model_name(self) -> str:
         return self._name
+
+    @property
+    def streams(self) -> bool:
+        return self._chunk is not None
+
+    async def request_stream(
+        self, messages: list[ModelMessage], params: ModelRequestParameters, on_delta: DeltaSink
+    ) -> ModelResponse:
+        response = await self.request(messages, params)
+        chunk = self._chunk
+        if chunk is None:
+            return response
+        for part in response.parts:
+            if not isinstance(part, TextPart | ThinkingPart):
+                continue
+            kind = "thinking" if isinstance(part, ThinkingPart) else "text"
+            for start in range(0, len(part.text), chunk):
+                if self._delay:
+                    await asyncio.sleep(self._delay)
+                on_delta(ModelDelta(kind=kind, text=part.text[start : start + chunk]))
+        return response
 
     async def request(
         self, messages: list[ModelMessage], params: ModelRequestParameters

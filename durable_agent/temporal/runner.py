@@ -16,6 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse, ToolDefinition
+from durable_agent.models.base import DeltaSink
 from durable_agent.nodes import (
     ListToolsInput,
     ModelRequestInput,
@@ -126,7 +127,11 @@ class ActivityNodeRunner:
         )
         return request
 
-    async def model_request(self, input: ModelRequestInput) -> ModelResponse:
+    async def model_request(
+        self, input: ModelRequestInput, deltas: DeltaSink | None = None
+    ) -> ModelResponse:
+        """With `deltas` the activity streams: it signals batches of deltas to this
+        workflow (`model_deltas`), which publishes them; `deltas` itself is not called."""
         messages = input.messages
         total = self.offset + len(messages)
         prefix = min(self._cached_length, total)
@@ -144,6 +149,7 @@ class ActivityNodeRunner:
                 input=delta,
                 history=ref,
                 toolset_digest=self._toolset_digest(input.toolset_tools),
+                stream_deltas=deltas is not None,
             ),
             ModelResponse,
             summary=f"model_request · step {input.run_step + 1}",

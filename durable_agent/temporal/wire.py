@@ -14,7 +14,7 @@ from durable_agent import (
     ToolApprovalDecision,
     Usage,
 )
-from durable_agent._fields import omit_none
+from durable_agent._fields import omit_empty, omit_none
 from durable_agent.controller import MAX_PROMPT_CHARS
 from durable_agent.nodes import (
     ListToolsInput,
@@ -236,6 +236,9 @@ class ModelRequestActivityInput(BaseModel):
     toolset_digest: str | None = omit_none()
     """Names the run's toolset tool definitions (`input.toolset_tools` travels empty): the
     activity reads them from its cache, or from the workflow's `toolset_tools` query."""
+    stream_deltas: bool = omit_empty(False)
+    """Stream the model's deltas to the workflow (`model_deltas` signals); absent (off)
+    unless the run wants them and the model streams."""
 
 
 class ListToolsActivityInput(BaseModel):

@@ -22,6 +22,15 @@ Typical use::
 Scripted replies answer only requests that pass validation: a request the real
 API would refuse gets the real 400 and leaves the script untouched, so a test
 cannot accidentally "pass" with a payload production would never get through.
+
+A request with ``"stream": true`` gets the reply as server-sent events, the way
+the real API streams it: ``chat.completion.chunk`` objects of ``chunk_chars``
+characters each, ``chunk_delay`` seconds apart, a last chunk with the finish
+reason, one with the usage when ``stream_options.include_usage`` is set, then
+``data: [DONE]``. ``cut_after=n`` drops the connection after n content chunks,
+as a crashed proxy does mid-answer. Every chunk written is timed
+(:attr:`FakeOpenAIServer.chunk_times`), so latency can be measured from the
+moment the first token left the server.
 """
 
 from __future__ import annotations
@@ -123,6 +132,11 @@ class TextReply:
     usage: Usage | None = None
     finish_reason: FinishReason = "stop"
     delay: float = 0.0
+    reasoning: str | None = None
+    """Reasoning text (``reasoning_content``, as vLLM and DeepSeek send it), before the text."""
+    chunk_chars: int = 4
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,9 @@ class ToolCallsReply:
     usage: Usage | None = None
     finish_reason: FinishReason = "tool_calls"
     delay: float = 0.0
+    chunk_chars: int = 4
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
 
     def tool_calls(self) -> list[ToolCall]:
         return [c if isinstance(c, ToolCall) else ToolCall(c[0], c[1], c[2]) for c in self.calls]
@@ -793,18 +810,18 @@ def validate_chat_request(body: Any, *, models: Sequence[str] | None = None) -> 
     stream = req.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise _bad_type("stream", "a boolean", stream)
-    if stream:
-        raise OpenAIRequestError(
-            "FakeOpenAIServer does not implement streaming: send stream=false (or omit it). "
-            "The real API would accept this request.",
-            param="stream",
-            code="unsupported_by_fake_server",
-        )
-    if req.get("stream_options") is not None:
+    options = req.get("stream_options")
+    if options is not None and not stream:
         raise OpenAIRequestError(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
             param="stream_options",
         )
+    if options is not None:
+        if not isinstance(options, dict):
+            raise _bad_type("stream_options", "an object", options)
+        include = cast(dict[str, Any], options).get("include_usage")
+        if include is not None and not isinstance(include, bool):
+            raise _bad_type("stream_options.include_usage", "a boolean", include)
 
 
 # --------------------------------------------------------------------------- responses
@@ -821,6 +838,21 @@ class _Response:
 @dataclass(frozen=True)
 class _Disconnect:
     delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """Server-sent events: each item of ``events`` is one ``data:`` line, and whether it
+    carries content (text or reasoning; what ``cut_after`` counts)."""
+
+    events: Sequence[tuple[str, bool]]
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
+    delay: float = 0.0
+    status: int = 200
+    headers: Mapping[str, str] = field(
+        default_factory=lambda: {"Content-Type": "text/event-stream; charset=utf-8"}
+    )
 
 
 def _estimate_tokens(text: str) -> int:
@@ -887,6 +919,61 @@ def _completion(
     }
 
 
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _stream(body: Mapping[str, Any], reply: TextReply | ToolCallsReply | RefusalReply) -> _Stream:
+    """The reply as the chunks the real API streams (see the module docstring)."""
+    full = _completion(body, reply)
+    message = full["choices"][0]["message"]
+    base = {
+        "id": full["id"],
+        "object": "chat.completion.chunk",
+        "created": full["created"],
+        "model": full["model"],
+        "service_tier": "default",
+        "system_fingerprint": "fp_fake",
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return json.dumps({**base, "choices": [choice]})
+
+    size = 4 if isinstance(reply, RefusalReply) else reply.chunk_chars
+    events = [(chunk({"role": "assistant", "content": "", "refusal": None}), False)]
+    reasoning = reply.reasoning if isinstance(reply, TextReply) else None
+    events += [
+        (chunk({"reasoning_content": piece}), True) for piece in _pieces(reasoning or "", size)
+    ]
+    events += [
+        (chunk({"content": piece}), True) for piece in _pieces(message["content"] or "", size)
+    ]
+    if message["refusal"]:
+        events += [(chunk({"refusal": piece}), True) for piece in _pieces(message["refusal"], size)]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        first = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        events.append((chunk({"tool_calls": [first]}), False))
+        events += [
+            (chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}), False)
+            for piece in _pieces(call["function"]["arguments"], size * 4)
+        ]
+    events.append((chunk({}, full["choices"][0]["finish_reason"]), False))
+    options = body.get("stream_options") or {}
+    if options.get("include_usage"):
+        events.append((json.dumps({**base, "choices": [], "usage": full["usage"]}), False))
+    events.append(("[DONE]", False))
+    if isinstance(reply, RefusalReply):
+        return _Stream(events, delay=reply.delay)
+    return _Stream(events, reply.chunk_delay, reply.cut_after, reply.delay)
+
+
 def _mask_key(key: str) -> str:
     if len(key) <= 8:
         return "*" * len(key)
@@ -950,6 +1037,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(outcome, _Disconnect):
             self.close_connection = True
             return
+        if isinstance(outcome, _Stream):
+            self._serve_stream(fake, outcome)
+            return
         try:
             self.send_response(outcome.status)
             for name, value in outcome.headers.items():
@@ -960,6 +1050,29 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up (for instance on its own timeout); nothing to answer.
             self.close_connection = True
+
+    def _serve_stream(self, fake: FakeOpenAIServer, stream: _Stream) -> None:
+        """Writes each event as it is due; the connection's close ends the body (HTTP/1.0)."""
+        self.close_connection = True
+        try:
+            self.send_response(stream.status)
+            for name, value in stream.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+            content = 0
+            for index, (event, is_content) in enumerate(stream.events):
+                if index and stream.chunk_delay > 0 and fake._closing.wait(stream.chunk_delay):
+                    return
+                self.wfile.write(f"data: {event}\n\n".encode())
+                self.wfile.flush()
+                fake._chunk_written(event)
+                if is_content:
+                    content += 1
+                    if stream.cut_after is not None and content >= stream.cut_after:
+                        return
+        except (BrokenPipeError, ConnectionResetError):
+            return
 
 
 class FakeOpenAIServer:
@@ -985,6 +1098,7 @@ class FakeOpenAIServer:
         self._requests: list[RecordedRequest] = []
         self._errors: list[str] = []
         self._closing = threading.Event()
+        self._chunk_times: list[tuple[float, str]] = []
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -1087,6 +1201,16 @@ class FakeOpenAIServer:
         return [r.json for r in self.requests if r.reply is not None]
 
     @property
+    def chunk_times(self) -> list[tuple[float, str]]:
+        """(``time.time()``, event) for every streamed event written, oldest first."""
+        with self._lock:
+            return list(self._chunk_times)
+
+    def _chunk_written(self, event: str) -> None:
+        with self._lock:
+            self._chunk_times.append((time.time(), event))
+
+    @property
     def errors(self) -> list[str]:
         """Tracebacks of failures inside the fake itself (each also answered with a 500)."""
         with self._lock:
@@ -1100,7 +1224,7 @@ class FakeOpenAIServer:
 
     def _handle(
         self, method: str, target: str, headers: Mapping[str, str], raw: bytes
-    ) -> _Response | _Disconnect:
+    ) -> _Response | _Disconnect | _Stream:
         path = target.split("?", 1)[0]
         parsed: Any = None
         if raw:
@@ -1130,7 +1254,7 @@ class FakeOpenAIServer:
                 },
                 {"x-should-retry": "false"},
             )
-        status = outcome.status if isinstance(outcome, _Response) else None
+        status = outcome.status if isinstance(outcome, _Response | _Stream) else None
         record = RecordedRequest(method, path, dict(headers), raw, parsed, status, reply)
         with self._lock:
             self._requests.append(record)
@@ -1158,7 +1282,7 @@ class FakeOpenAIServer:
 
     def _route(
         self, method: str, path: str, headers: Mapping[str, str], raw: bytes, parsed: Any
-    ) -> tuple[_Response | _Disconnect, Reply | None]:
+    ) -> tuple[_Response | _Disconnect | _Stream, Reply | None]:
         self._check_auth(headers)
         listed = self.models if self.models is not None else DEFAULT_MODELS
         if method == "GET" and path == "/v1/models":
@@ -1185,7 +1309,7 @@ class FakeOpenAIServer:
 
     def _chat_completion(
         self, raw: bytes, parsed: Any
-    ) -> tuple[_Response | _Disconnect, Reply | None]:
+    ) -> tuple[_Response | _Disconnect | _Stream, Reply | None]:
         if parsed is None:
             raise OpenAIRequestError(
                 "We could not parse the JSON body of your request. (HINT: This likely means "
@@ -1222,7 +1346,7 @@ class FakeOpenAIServer:
         return self._render(body, reply), reply
 
     @staticmethod
-    def _render(body: Mapping[str, Any], reply: Reply) -> _Response | _Disconnect:
+    def _render(body: Mapping[str, Any], reply: Reply) -> _Response | _Disconnect | _Stream:
         if isinstance(reply, DisconnectReply):
             return _Disconnect(reply.delay)
         if isinstance(reply, RawReply):
@@ -1246,4 +1370,6 @@ class FakeOpenAIServer:
             )
             response = _error_response(error)
             return _Response(response.status, response.headers, response.body, reply.delay)
+        if body.get("stream"):
+            return _stream(body, reply)
         return _json_response(200, _completion(body, reply), delay=reply.delay)
