@@ -29,12 +29,12 @@ from durable_agent import (
 )
 from durable_agent.temporal import (
     AgentActivityConfig,
+    AgentClient,
     AgentWorkflow,
     ApprovalSignal,
     DeferredResultSignal,
     registry,
 )
-from durable_agent.temporal.wire import StreamPageQuery
 
 from .helpers import RecordingExecutor, call, normalized, text_response, tool_response
 from .temporal_support import fast_activity, new_worker, start_agent, unique
@@ -332,9 +332,9 @@ async def run_on_temporal(client: Client, scenario: Scenario, name: str) -> Obse
             assert isinstance(cause, ApplicationError), cause
             error = (cause.type or "", cause.message)
             status = "failed"
-        evidence = await handle.query(AgentWorkflow.checkpoints)
+        evidence = (await handle.query(AgentWorkflow.checkpoints)).checkpoints
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
-        records = await handle.query(AgentWorkflow.stream_records, StreamPageQuery())
+        records = [r async for r in AgentClient(client).get(handle.id).stream()]
     messages = normalized(latest.state.message_history) if latest else []
     return Observed(evidence, _records(records), messages, status, error)
 

@@ -46,7 +46,7 @@ async def test_tool_run_matches_in_process_run(client: Client) -> None:
     async with new_worker(client) as worker:
         handle = await start_agent(client, worker, name, "weather?")
         result = await handle.result()
-        evidence = await handle.query(AgentWorkflow.checkpoints)
+        evidence = (await handle.query(AgentWorkflow.checkpoints)).checkpoints
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
         summaries = await activity_summaries(handle)
 

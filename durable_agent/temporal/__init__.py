@@ -14,6 +14,7 @@ from .registry import (
     registry,
 )
 from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS, SEARCH_ATTRIBUTES
+from .streams import CheckpointChain, MissingCheckpoints, StreamPastEnd
 from .wire import (
     AgentStatusView,
     AgentWorkflowInput,
@@ -23,15 +24,17 @@ from .wire import (
     HistoryPageQuery,
     PendingApprovalView,
     ResumeSignal,
+    RunLink,
     SuspendSignal,
     UpdateAccepted,
 )
-from .workflow import AgentWorkflow
+from .workflow import EVENTS_TOPIC, AgentWorkflow
 
 __all__ = [
     "AGENT_NAME",
     "AGENT_STATUS",
     "DEFAULT_TASK_QUEUE",
+    "EVENTS_TOPIC",
     "PENDING_APPROVALS",
     "SEARCH_ATTRIBUTES",
     "ActivityConfig",
@@ -45,11 +48,15 @@ __all__ = [
     "AgentWorkflowInput",
     "AgentWorkflowResult",
     "ApprovalSignal",
+    "CheckpointChain",
     "DeferredResultSignal",
     "DurableAgentPlugin",
     "HistoryPageQuery",
+    "MissingCheckpoints",
     "PendingApprovalView",
     "ResumeSignal",
+    "RunLink",
+    "StreamPastEnd",
     "SuspendSignal",
     "TemporalExecutor",
     "UpdateAccepted",

@@ -10,14 +10,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent import AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
+from durable_agent import Agent, AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
 from durable_agent.temporal.history import extend_digest
 from durable_agent.temporal.wire import (
     ListToolsActivityInput,
@@ -28,6 +28,7 @@ from durable_agent.temporal.wire import (
 )
 from durable_agent.toolsets import ToolsetListing
 
+from .deltas import DeltaPublisher
 from .history_cache import history_cache
 from .registry import registry
 from .tool_threads import tool_threads
@@ -129,7 +130,11 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
             update["toolset_tools"] = await tool_definitions.resolve(
                 workflow_id, run_id, input.toolset_digest
             )
-        response = await nodes.model_request(agent, input.input.model_copy(update=update))
+        request = input.input.model_copy(update=update)
+        if input.stream_deltas and agent.model.streams:
+            response = await _streamed(input.agent, agent, request, workflow_id, run_id)
+        else:
+            response = await nodes.model_request(agent, request)
         history_cache.store(
             workflow_id,
             [*messages, response],
@@ -137,6 +142,20 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
         )
         logger.info("model responded", parts=len(response.parts), history=len(messages))
         return _checked(response, "model_request")
+
+
+async def _streamed(
+    name: str, agent: Agent[Any], request: nodes.ModelRequestInput, workflow_id: str, run_id: str
+) -> ModelResponse:
+    """The model request with its deltas signalled to this run as they arrive, marked with
+    this attempt so the workflow can tell a retry's text from the attempt it replaces."""
+    handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+    interval = registry.get(name).activities.delta_flush_interval.total_seconds()
+    publisher = DeltaPublisher(
+        handle, run_step=request.run_step + 1, attempt=activity.info().attempt, interval=interval
+    )
+    async with publisher:
+        return await nodes.model_request(agent, request, on_delta=publisher.add)
 
 
 @activity.defn(name="list_tools")

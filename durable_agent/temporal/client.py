@@ -27,7 +27,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -44,7 +44,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent import AgentResumeEvidence, ModelMessage, RunStatus
+from durable_agent import AgentResumeEvidence, AgentStreamRecord, ModelMessage, RunStatus
 
 from ..errors import InvalidInput
 from .encryption import EncryptionError
@@ -65,6 +65,10 @@ from .wire import (
     UpdateAccepted,
 )
 from .workflow import AgentWorkflow
+
+if TYPE_CHECKING:
+    from .streams import CheckpointChain, StreamReader
+    from .wire import RunLink
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -513,14 +517,66 @@ class AgentRunHandle:
         )
 
     async def checkpoints(self) -> list[AgentResumeEvidence]:
-        """The resume evidence of every boundary of the current run, in order.
+        """The resume evidence of every boundary of the whole run, in order, across
+        continue-as-new (each run's `checkpoints` query answers for its own boundaries and
+        names the runs before it). Boundaries of an earlier run that namespace retention
+        deleted cannot be shown: they are left out, with a warning naming them
+        (`checkpoint_chain()` says which, with every boundary's index)."""
+        chain = await self.checkpoint_chain()
+        for gone in chain.missing:
+            log.warning(
+                "checkpoints %d-%d of %r are gone with run %s (deleted by retention)",
+                gone.first,
+                gone.last,
+                self.id,
+                gone.run_id,
+            )
+        return chain.checkpoints
 
-        Note: this is the `checkpoints` query of one workflow run. After continue-as-new it
-        covers the boundaries since the last continuation only; stitching the earlier runs
-        into one list is left to a later issue."""
-        return await self._act(
-            "checkpoints query", lambda: self.handle.query(AgentWorkflow.checkpoints)
-        )
+    async def checkpoint_chain(self) -> CheckpointChain:
+        """`checkpoints()` with each boundary's index over the chain, and the boundaries
+        that can no longer be read (`missing`)."""
+        await self._ensure_agent()
+        return await self._reader().checkpoints()
+
+    async def runs(self) -> list[RunLink]:
+        """The runs of this workflow's continue-as-new chain, oldest first, with the seq
+        and checkpoint index each one starts at."""
+        await self._ensure_agent()
+        return await self._reader().links()
+
+    async def stream(
+        self, after: int | None = None, *, poll_interval: float | None = None
+    ) -> AsyncIterator[AgentStreamRecord]:
+        """The run's stream records, live, with a seq above `after` (all of them when None):
+        after a disconnect, pass the last seq you got to go on exactly where you stopped.
+
+        Ends once the run has ended (completed, failed, cancelled, terminated) and every
+        record it published was yielded, so a finished run is replayed and the iterator
+        ends; it follows the run across continue-as-new. Waits (for a running run) when
+        `after` is past the last record; raises `StreamPastEnd` when the run has ended
+        before it. Raises ValueError for a negative `after`, `RunNotFound` and
+        `NotAnAgentRun` before reading anything. It polls the run's Workflow Stream with a
+        query every `poll_interval` seconds while nothing is new (0.1 by default): queries
+        add nothing to history, however many readers there are."""
+        if after is not None and after < 0:
+            raise ValueError(f"after must be a seq (0 or more) or None, got {after}")
+        from .streams import DEFAULT_POLL_INTERVAL
+
+        await self._ensure_agent()
+        interval = DEFAULT_POLL_INTERVAL if poll_interval is None else poll_interval
+        async for record in self._reader().records(after, poll_interval=interval):
+            yield record
+
+    async def stream_position(self) -> int:
+        """The seq the run's next record will get (its latest run's stream offset)."""
+        await self._ensure_agent()
+        return await self._reader().position()
+
+    def _reader(self) -> StreamReader:
+        from .streams import StreamReader
+
+        return StreamReader(self.agents.client, self.id, self.agents.timeout)
 
     async def conversation(self, last: int = 50) -> list[ModelMessage]:
         """The last `last` messages this run holds, oldest first: what led to its pending

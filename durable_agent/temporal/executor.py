@@ -9,6 +9,7 @@ until a `resume` signal or `resume_run` update arrives, then continues in the sa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from temporalio import workflow
 
@@ -19,8 +20,12 @@ from durable_agent import (
     Continue,
     Suspend,
 )
+from durable_agent.stream import StreamKind
 
-__all__ = ["CONTINUE_AS_NEW", "TemporalExecutor"]
+__all__ = ["CONTINUE_AS_NEW", "Announce", "TemporalExecutor"]
+
+Announce = Callable[[StreamKind, AgentExecutionNode | None, dict[str, Any]], None]
+"""How the executor adds a record to the run's stream (`suspended`, `resumed`)."""
 
 CONTINUE_AS_NEW = "continue-as-new"
 """The one `Suspend` the executor hands to the loop: the workflow then continues as new."""
@@ -32,16 +37,19 @@ class TemporalExecutor:
         suspend_at: Iterable[AgentExecutionNode] = (),
         on_change: Callable[[], None] | None = None,
         continue_as_new: Callable[[AgentCheckpoint], bool] | None = None,
+        announce: Announce | None = None,
     ) -> None:
         self.suspend_at = frozenset(suspend_at)
         self.continue_as_new = continue_as_new or (lambda _: False)
         self.earlier_checkpoints = 0
         self.on_change = on_change or (lambda: None)
+        self.announce: Announce = announce or (lambda kind, node, data: None)
         self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
         self.pause_reason: str | None = None
         self.suspended_reason: str | None = None
         self._resume_requested = False
+        self._resume_reason: str | None = None
 
     @property
     def node(self) -> AgentExecutionNode | None:
@@ -54,11 +62,12 @@ class TemporalExecutor:
     def request_pause(self, reason: str) -> None:
         self.pause_reason = reason
 
-    def request_resume(self) -> bool:
+    def request_resume(self, reason: str | None = None) -> bool:
         """True if a suspended run will now continue."""
         if not self.is_suspended:
             return False
         self._resume_requested = True
+        self._resume_reason = reason
         return True
 
     def decide(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
@@ -78,6 +87,7 @@ class TemporalExecutor:
         if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason
             self._resume_requested = False
+            self.announce("suspended", checkpoint.node, {"reason": decision.reason})
             self.on_change()
             workflow.logger.info(
                 "run suspended", extra={"node": checkpoint.node.value, "reason": decision.reason}
@@ -85,6 +95,7 @@ class TemporalExecutor:
             await workflow.wait_condition(lambda: self._resume_requested)
             self.suspended_reason = None
             self._resume_requested = False
+            self.announce("resumed", checkpoint.node, {"reason": self._resume_reason})
         self.on_change()
         if self.continue_as_new(checkpoint):
             return Suspend(reason=CONTINUE_AS_NEW)

@@ -6,10 +6,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from durable_agent import (
     AgentCheckpoint,
     AgentExecutionNode,
+    AgentResumeEvidence,
+    ModelDelta,
     ModelMessage,
     ToolApprovalDecision,
     Usage,
@@ -30,6 +33,7 @@ __all__ = [
     "AgentStatusView",
     "AgentWorkflowInput",
     "AgentWorkflowResult",
+    "CheckpointsView",
     "Continuation",
     "HistorySegment",
     "ApprovalSignal",
@@ -37,11 +41,12 @@ __all__ = [
     "HistoryPageQuery",
     "HistoryRef",
     "ListToolsActivityInput",
+    "ModelDeltaBatch",
     "ModelRequestActivityInput",
     "PendingApprovalView",
     "PrepareActivityInput",
     "ResumeSignal",
-    "StreamPageQuery",
+    "RunLink",
     "SteerSignal",
     "SuspendSignal",
     "ToolCallActivityInput",
@@ -56,6 +61,15 @@ class HistorySegment(BaseModel):
     run_id: str
     start: int
     end: int
+
+
+class RunLink(BaseModel):
+    """One run of a workflow's continue-as-new chain: where its stream records and its
+    checkpoints begin, counted over the whole chain."""
+
+    run_id: str
+    first_seq: int = 0
+    first_checkpoint: int = 0
 
 
 class Continuation(BaseModel):
@@ -80,6 +94,12 @@ class Continuation(BaseModel):
     carries_history: bool = False
     earlier_runs: int = 0
     """How many runs of this workflow came before the successor."""
+    stream: WorkflowStreamState | None = None
+    """The Workflow Stream's state, with its log emptied: the successor's stream goes on at
+    offset `stream_seq` (an offset is a record's seq), so history does not carry the
+    transcript's records along. Absent in continuations of runs before the event stream."""
+    runs: list[RunLink] = Field(default_factory=list)
+    """Every earlier run of the chain, oldest first (a few ids, not their checkpoints)."""
 
 
 MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
@@ -95,6 +115,10 @@ class AgentWorkflowInput(BaseModel):
     suspend_at: list[AgentExecutionNode] = Field(default_factory=list)
     approval_timeout_seconds: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_deltas: bool | None = None
+    """Whether a streaming model's text is published as it is written (`model_delta`
+    records). None: whenever the agent's model streams; False keeps history free of the
+    deltas' signals for runs nobody watches live."""
     continuation: Continuation | None = None
     """Set only by the workflow itself when it continues as new."""
 
@@ -208,11 +232,26 @@ class HistoryPageQuery(BaseModel):
     limit: int = 200
 
 
-class StreamPageQuery(BaseModel):
-    """Stream records with `seq` greater than `after` (all of them when None)."""
+class CheckpointsView(BaseModel):
+    """The `checkpoints` query: this run's boundaries and the runs before it, which hold
+    the earlier ones (`AgentRunHandle.checkpoints()` stitches them into one list)."""
 
-    after: int | None = None
-    limit: int = 1000
+    run_id: str
+    first_index: int = 0
+    """The index of this run's first boundary over the whole chain."""
+    checkpoints: list[AgentResumeEvidence] = Field(default_factory=list)
+    earlier_runs: list[RunLink] = Field(default_factory=list)
+
+
+class ModelDeltaBatch(BaseModel):
+    """The `model_deltas` signal: deltas the `model_request` activity's attempt `attempt`
+    of step `run_step` produced since its previous batch (`batch` counts from 0 per
+    attempt, so a resent batch is recognised and dropped)."""
+
+    run_step: int
+    attempt: int
+    batch: int
+    deltas: list[ModelDelta]
 
 
 class HistoryRef(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -17,17 +18,19 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..controller import RunController, steering_problem
     from ..errors import AgentError, ConversationTooLarge, ExecutionSuspended, InvalidInput
-    from ..executor import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence
+    from ..executor import AgentCheckpoint, AgentExecutionNode
     from ..hitl import DeferredToolResult, ToolApprovalDecision
     from ..messages import ModelMessage
+    from ..models.base import ModelDelta
     from ..runner import Driver
     from ..state import AgentRunState, RunStatus
-    from ..stream import AgentStreamRecord
+    from ..stream import AgentStreamRecord, StreamKind
     from ..tools import ToolDefinition
     from ..usage import Usage
     from .authorization import decision_problem
@@ -42,19 +45,33 @@ with workflow.unsafe.imports_passed_through():
         AgentWorkflowInput,
         AgentWorkflowResult,
         ApprovalSignal,
+        CheckpointsView,
         Continuation,
         DeferredResultSignal,
         HistoryPageQuery,
         HistorySegment,
+        ModelDeltaBatch,
         PendingApprovalView,
         ResumeSignal,
+        RunLink,
         SteerSignal,
-        StreamPageQuery,
         SuspendSignal,
         UpdateAccepted,
     )
 
-__all__ = ["AgentWorkflow"]
+__all__ = ["EVENTS_TOPIC", "AgentWorkflow"]
+
+EVENTS_TOPIC = "events"
+"""The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
+offset is its record's `seq`."""
+HANDOFF_RECORDS = 64
+HANDOFF_BYTES = 16_384
+"""The most records (and bytes of them) a run hands to its continue-as-new successor's
+stream: enough for a plain Workflow Streams subscriber that lags a little to cross the
+boundary without a gap, bounded so history does not carry the transcript."""
+STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
+"""The Workflow Streams signal through which outside clients publish: refused here, so the
+run's own records are all its stream holds and offsets stay equal to seqs."""
 
 APPROVAL_EXPIRED = "approval expired"
 DROPPED_APPROVAL = "durable-agent.approval-signal-dropped"
@@ -76,11 +93,23 @@ class AgentWorkflow:
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.input = input
         self.controller: RunController | None = None
-        self.records: list[AgentStreamRecord] = []
+        # Handlers only, no commands: runs recorded before the stream replay unchanged.
+        self.stream = WorkflowStream(_stream_state(input.continuation))
+        self.events = self.stream.topic(EVENTS_TOPIC, type=AgentStreamRecord)
+        self._recent: deque[int] = deque(maxlen=HANDOFF_RECORDS)
+        """Payload sizes of the latest records, for the continue-as-new handoff."""
+        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self._refuse_publish)
+        self.earlier_links: list[RunLink] = (
+            list(input.continuation.runs) if input.continuation else []
+        )
+        """The earlier runs of this workflow's continue-as-new chain, oldest first."""
+        self._deltas: tuple[int, int, int] | None = None
+        """(step, attempt, next batch) of the model deltas published last."""
         self.executor = TemporalExecutor(
             input.suspend_at,
             on_change=self._publish,
             continue_as_new=self._should_continue_as_new,
+            announce=self._announce,
         )
         self.segments: list[HistorySegment] = []
         self.earlier_runs = 0
@@ -122,9 +151,10 @@ class AgentWorkflow:
                 runner=runner,
                 executor=self.executor,
                 ids=WorkflowIdSource(),
-                sink=self.records.append,
+                sink=self._publish_record,
                 idempotency_prefix=workflow.info().workflow_id,
                 max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
+                model_deltas=input.stream_deltas is not False,
             ),
         )
         self.controller = controller
@@ -155,6 +185,8 @@ class AgentWorkflow:
                 except ExecutionSuspended as suspended:
                     if suspended.reason != CONTINUE_AS_NEW:
                         raise
+                    # Waiting subscribers get what is there and follow on to the next run.
+                    self.stream.detach_pollers()
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     workflow.continue_as_new(self._continuation(suspended.checkpoint, runner))
                 if state.status is not RunStatus.WAITING:
@@ -167,15 +199,21 @@ class AgentWorkflow:
                 results = [self.results[d.tool_call_id] for d in state.deferred_tool_returns]
                 self.decisions.clear()
                 self.results.clear()
-                drive = controller.continue_after_hitl(state, approvals, results)
+                drive = controller.continue_after_hitl(state, approvals, results, announce=False)
         except AgentError as error:
             raise self._failed(error) from error
         except asyncio.CancelledError:
             if self.state is not None:
                 self.state.status = RunStatus.CANCELLED
+            self._announce("run_cancelled", None, {})
             self._publish()
             raise
         self._publish()
+        self.stream.detach_pollers()
+        if not workflow.all_handlers_finished():
+            # Subscribers waiting in a poll get the last records instead of an abandoned
+            # update; runs recorded before the stream never get here.
+            await workflow.wait_condition(workflow.all_handlers_finished)
         return AgentWorkflowResult(
             output=state.output,
             structured_output=state.structured_output,
@@ -195,6 +233,93 @@ class AgentWorkflow:
     def _stream_seq(self) -> int:
         loop = self.controller.loop if self.controller is not None else None
         return loop.seq if loop is not None else 0
+
+    # -- the event stream ------------------------------------------------------------------
+
+    def _announce(
+        self, kind: StreamKind, node: AgentExecutionNode | None, data: dict[str, Any]
+    ) -> None:
+        """A record of the workflow's own (a decision arrived, the run was suspended), in
+        the loop's numbering; nothing before the loop exists."""
+        loop = self.controller.loop if self.controller is not None else None
+        if loop is not None:
+            loop.emit(kind, node, **data)
+
+    def _own_link(self) -> RunLink:
+        continuation = self.input.continuation
+        return RunLink(
+            run_id=workflow.info().run_id,
+            first_seq=continuation.stream_seq if continuation else 0,
+            first_checkpoint=self.executor.earlier_checkpoints,
+        )
+
+    def _publish_record(self, record: AgentStreamRecord) -> None:
+        payload = workflow.payload_converter().to_payload(record)
+        self._recent.append(payload.ByteSize())
+        self.events.publish(payload)
+
+    def _stream_handoff(self) -> WorkflowStreamState:
+        """The stream's state for the successor, with only its latest records (at most
+        `HANDOFF_RECORDS`, `HANDOFF_BYTES`): the rest stay readable in this run (the
+        `__temporal_workflow_stream_poll` query) while it is retained."""
+        kept = total = 0
+        for size in reversed(self._recent):
+            if total + size > HANDOFF_BYTES:
+                break
+            total += size
+            kept += 1
+        self.stream.truncate(self._stream_seq() - kept)
+        return self.stream.get_state()
+
+    def _refuse_publish(self, *inputs: Any) -> None:
+        workflow.logger.warning(
+            "Workflow Streams publish ignored: this run's stream holds only its own records "
+            "(topic %r); subscribe to it instead",
+            EVENTS_TOPIC,
+        )
+
+    def _take_deltas(self, batch: ModelDeltaBatch) -> None:
+        """Publishes a `model_request` activity's batch of deltas as `model_delta` records.
+
+        Only batches of the request in flight count, in order, once: a late batch of an
+        earlier step, one of an attempt already superseded, and a resent batch are dropped.
+        The first batch of a newer attempt after an older attempt published text emits
+        `model_retry` first, so clients drop the superseded text."""
+        loop = self.controller.loop if self.controller is not None else None
+        node = self.executor.node
+        if (
+            loop is None
+            or not loop.driving
+            or node is not AgentExecutionNode.BEFORE_MODEL_REQUEST
+            or batch.run_step != loop.state.run_step + 1
+        ):
+            workflow.logger.debug("model_deltas of step %d dropped: not in flight", batch.run_step)
+            return
+        step, attempt, expected = self._deltas or (batch.run_step, batch.attempt, 0)
+        if step != batch.run_step:
+            step, attempt, expected = batch.run_step, batch.attempt, 0
+        if batch.attempt < attempt or (batch.attempt == attempt and batch.batch < expected):
+            return
+        if batch.attempt > attempt:
+            if self._deltas is not None and self._deltas[0] == step:
+                loop.emit(
+                    "model_retry",
+                    AgentExecutionNode.BEFORE_MODEL_REQUEST,
+                    run_step=step,
+                    attempt=batch.attempt,
+                    superseded=attempt,
+                )
+            attempt, expected = batch.attempt, 0
+        for part, text in _merged(batch.deltas):
+            loop.emit_delta(step, attempt, part, text)
+        self._deltas = (step, attempt, batch.batch + 1)
+
+    @workflow.signal(name="model_deltas")
+    def model_deltas(self, *inputs: Any) -> None:
+        """Deltas from this run's `model_request` activity (never sent by people)."""
+        batch = self._signal_input(ModelDeltaBatch, "model_deltas", inputs)
+        if batch is not None:
+            self._take_deltas(batch)
 
     def _failed(self, error: AgentError) -> ApplicationError:
         """Records why the run failed and makes it a non-retryable workflow failure."""
@@ -235,6 +360,8 @@ class AgentWorkflow:
                     pause_reason=self.executor.pause_reason,
                     carries_history=True,
                     earlier_runs=self.earlier_runs + 1,
+                    stream=self._stream_handoff(),
+                    runs=[*self.earlier_links, self._own_link()],
                 ),
             }
         )
@@ -281,6 +408,8 @@ class AgentWorkflow:
                     delivered=sorted(self.delivered),
                     checkpoint_count=self.executor.checkpoint_count,
                     pause_reason=self.executor.pause_reason,
+                    stream=self._stream_handoff(),
+                    runs=[*self.earlier_links, self._own_link()],
                 ),
             }
         )
@@ -311,9 +440,9 @@ class AgentWorkflow:
         except TimeoutError:
             for approval in state.pending_approval_tool_returns:
                 if approval.tool_call_id not in self.decisions:
-                    self.decisions[approval.tool_call_id] = ToolApprovalDecision.deny(
-                        APPROVAL_EXPIRED, decided_by="system"
-                    )
+                    expired = ToolApprovalDecision.deny(APPROVAL_EXPIRED, decided_by="system")
+                    self.decisions[approval.tool_call_id] = expired
+                    self._announce_decision(approval.tool_call_id, expired)
             self._publish()
             await workflow.wait_condition(self._all_decided)
 
@@ -437,23 +566,24 @@ class AgentWorkflow:
         )
 
     @workflow.query
-    def checkpoints(self) -> list[AgentResumeEvidence]:
-        return self.executor.evidence
+    def checkpoints(self) -> CheckpointsView:
+        """This run's boundaries; `earlier_runs` hold the ones before (continue-as-new)."""
+        return CheckpointsView(
+            run_id=workflow.info().run_id,
+            first_index=self.executor.earlier_checkpoints,
+            checkpoints=self.executor.evidence,
+            earlier_runs=self.earlier_links,
+        )
+
+    @workflow.query
+    def runs(self) -> list[RunLink]:
+        """Every run of this workflow's continue-as-new chain, this one last: where each
+        one's stream records and checkpoints begin."""
+        return [*self.earlier_links, self._own_link()]
 
     @workflow.query
     def latest_checkpoint(self) -> AgentCheckpoint | None:
         return self.executor.latest
-
-    @workflow.query
-    def stream_records(self, page: StreamPageQuery) -> list[AgentStreamRecord]:
-        """This run's stream records after `page.after`, oldest first.
-
-        The run keeps them in memory only (they never enter history); a run that continued
-        as new holds the records from its own start.
-        """
-        first = self.records[0].seq if self.records else 0
-        start = 0 if page.after is None else max(page.after + 1 - first, 0)
-        return self.records[start : start + page.limit]
 
     @workflow.query
     def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:
@@ -561,6 +691,7 @@ class AgentWorkflow:
             )
         self.decisions[signal.tool_call_id] = decision
         self.decided[signal.tool_call_id] = decision
+        self._announce_decision(signal.tool_call_id, decision)
         workflow.logger.info(
             "approval recorded",
             extra={
@@ -576,7 +707,34 @@ class AgentWorkflow:
         self.results[signal.tool_call_id] = DeferredToolResult(
             tool_call_id=signal.tool_call_id, status=signal.status, response=signal.response
         )
+        loop = self.controller.loop if self.controller is not None else None
+        state = self.state
+        if loop is not None and state is not None:
+            name = next(
+                (
+                    d.tool_name
+                    for d in state.deferred_tool_returns
+                    if d.tool_call_id == signal.tool_call_id
+                ),
+                "",
+            )
+            loop.announce_result(signal.tool_call_id, name, signal.status)
         self._publish()
+
+    def _announce_decision(self, tool_call_id: str, decision: ToolApprovalDecision) -> None:
+        loop = self.controller.loop if self.controller is not None else None
+        state = self.state
+        if loop is None or state is None:
+            return
+        name = next(
+            (
+                a.tool_name
+                for a in state.pending_approval_tool_returns
+                if a.tool_call_id == tool_call_id
+            ),
+            "",
+        )
+        loop.announce_decision(tool_call_id, name, decision)
 
     def _accepted(self, message: str, *, resumes: bool = False) -> UpdateAccepted:
         """`status` is what the run does next: an accepted resume, or the last missing
@@ -672,16 +830,17 @@ class AgentWorkflow:
 
     @workflow.signal
     def resume(self, *inputs: Any) -> None:
-        if self._signal_input(ResumeSignal, "resume", inputs, optional=True) is None:
+        signal = self._signal_input(ResumeSignal, "resume", inputs, optional=True)
+        if signal is None:
             return
-        if not self.executor.request_resume():
+        if not self.executor.request_resume(signal.reason):
             workflow.logger.warning(
                 "resume signal ignored: run is %s, not suspended", self._status()
             )
 
     @workflow.update
     def resume_run(self, request: ResumeSignal) -> UpdateAccepted:
-        self.executor.request_resume()
+        self.executor.request_resume(request.reason)
         return self._accepted("run resumed", resumes=True)
 
     @resume_run.validator
@@ -744,3 +903,24 @@ class AgentWorkflow:
     def _validate_steer(self, request: SteerSignal) -> None:
         if problem := self._steering_problem(request.message):
             raise ApplicationError(problem, type="invalid_steering", non_retryable=True)
+
+
+def _stream_state(continuation: Continuation | None) -> WorkflowStreamState | None:
+    """Where this run's stream begins: where the run before it stopped (continuations
+    from before the event stream carry only `stream_seq`)."""
+    if continuation is None:
+        return None
+    if continuation.stream is not None:
+        return continuation.stream
+    return WorkflowStreamState(base_offset=continuation.stream_seq)
+
+
+def _merged(deltas: Sequence[ModelDelta]) -> list[tuple[str, str]]:
+    """Consecutive deltas of one kind joined: one record per run of text or thinking."""
+    out: list[tuple[str, str]] = []
+    for delta in deltas:
+        if out and out[-1][0] == delta.kind:
+            out[-1] = (delta.kind, out[-1][1] + delta.text)
+        elif delta.text:
+            out.append((delta.kind, delta.text))
+    return out

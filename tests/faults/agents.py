@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
@@ -316,8 +318,40 @@ sync_block_agent = (
     .build()
 )
 
+# -- fault-stream: one streamed answer, for kills in the middle of a stream -------------------
+
+STREAM_TEXT = "The first half of this answer is written, then the second half of it follows."
+
+
+async def _stream_script(
+    messages: list[ModelMessage], info: AgentInfo
+) -> AsyncIterator[str | ModelResponse]:
+    """Streams `STREAM_TEXT` eight characters at a time; with a blocker for step 1 it stops
+    halfway (`model_blocked`) until released, so a test can kill the worker mid-stream."""
+    workflow_id, attempt = _current()
+    step = _step(messages)
+    append("model_requests", f"{workflow_id} {step} {attempt}")
+    half = len(STREAM_TEXT) // 2
+    blocker = f"block-model-{workflow_id}-{step}"
+    for start in range(0, len(STREAM_TEXT), 8):
+        blocked = (test_dir() / blocker).exists()
+        if start >= half and blocked and not (test_dir() / f"release-{workflow_id}").exists():
+            append("model_blocked", f"{workflow_id} {step} {attempt}")
+            await _wait_for_release(blocker, workflow_id)
+        yield STREAM_TEXT[start : start + 8]
+        await asyncio.sleep(0.03)
+    append("model_responses", f"{workflow_id} {step} {attempt}")
+
+
+stream_agent = (
+    AgentBuilder(FunctionModel(stream_function=_stream_script, name="stream-script"))
+    .name("fault-stream")
+    .build()
+)
+
 AGENTS = [
     steps_agent,
+    stream_agent,
     sync_block_agent,
     approval_agent,
     approval_can_agent,
@@ -341,5 +375,9 @@ for _agent in AGENTS:
     if _agent.name not in registry:
         registry.register(
             _agent,
-            _config(continue_as_new_after_steps=1) if _agent is approval_can_agent else _config(),
+            _config(continue_as_new_after_steps=1)
+            if _agent is approval_can_agent
+            else _config(delta_flush_interval=timedelta(milliseconds=50))
+            if _agent is stream_agent
+            else _config(),
         )

@@ -1,0 +1,272 @@
+"""What `durable-agent watch` shows: a run's state, rebuilt from its stream records.
+
+`RunView.apply` folds records into what a person follows: the node and step, the text of
+each model request as it streams, tool calls with their results, the calls waiting for a
+human (with the command that decides them) and how the run ended. Streamed text follows the
+stream's rule for retries: deltas carry their attempt, a newer attempt (or a `model_retry`
+record) replaces what older ones wrote, and the `model_response` record's whole text
+replaces the deltas, so a retried request never shows garbled text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from durable_agent.stream import AgentStreamRecord
+from durable_agent.temporal.executor import CONTINUE_AS_NEW
+from durable_agent.temporal.wire import AgentStatusView
+
+__all__ = ["CallView", "RunView", "StepText"]
+
+SHOWN_STEPS = 3
+"""Model requests whose text the live view shows (the latest ones)."""
+SHOWN_CALLS = 8
+VALUE_CHARS = 80
+
+
+def _short(value: Any, limit: int = VALUE_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass
+class StepText:
+    """One model request's text and thinking, as the latest attempt wrote them."""
+
+    attempt: int = 1
+    text: str = ""
+    thinking: str = ""
+    done: bool = False
+
+
+@dataclass
+class CallView:
+    tool_call_id: str
+    tool_name: str
+    arguments: Any = None
+    state: str = "running"
+    """running, returned, failed, waiting for approval, deferred, denied"""
+    result: str | None = None
+
+
+@dataclass
+class RunView:
+    workflow_id: str
+    agent: str | None = None
+    status: str = "starting"
+    node: str | None = None
+    step: int = 0
+    last_seq: int = -1
+    steps: dict[int, StepText] = field(default_factory=dict)
+    calls: dict[str, CallView] = field(default_factory=dict)
+    waiting: dict[str, CallView] = field(default_factory=dict)
+    """Calls waiting for a human: approvals and deferred calls, by call id."""
+    usage: dict[str, Any] = field(default_factory=dict)
+    suspend_reason: str | None = None
+    output: Any = None
+    error: str | None = None
+    runs: int = 1
+
+    # -- folding records ----------------------------------------------------------------
+
+    def seed(self, view: AgentStatusView) -> None:
+        """What a watch that starts past seq 0 cannot learn from the records it reads."""
+        self.agent = view.agent
+        self.status = view.status
+        self.node = view.node
+        self.step = view.run_step
+        self.suspend_reason = view.suspend_reason
+        for pending in view.pending_approvals:
+            if not pending.decided:
+                call = CallView(pending.tool_call_id, pending.tool_name, pending.arguments)
+                call.state = "waiting for approval"
+                self.waiting[pending.tool_call_id] = call
+        for deferred in view.deferred_calls:
+            if not deferred.decided:
+                self.waiting[deferred.tool_call_id] = CallView(
+                    deferred.tool_call_id, deferred.tool_name, deferred.arguments, "deferred"
+                )
+
+    def text(self, step: int) -> str:
+        """The text shown for model request `step` (its thinking is `steps[step].thinking`)."""
+        shown = self.steps.get(step)
+        return shown.text if shown else ""
+
+    def apply(self, record: AgentStreamRecord) -> None:
+        self.last_seq = record.seq
+        data = record.data
+        kind = record.kind
+        if kind == "run_start":
+            self.agent = data.get("agent", self.agent)
+            self.status = "running"
+        elif kind == "node_start":
+            self.node = record.node
+        elif kind in ("model_request", "model_delta", "model_retry", "model_response"):
+            self._model(kind, data)
+        elif kind == "usage":
+            self.usage = dict(data.get("total") or {})
+        elif kind in ("tool_call", "tool_return", "approval_requested", "call_deferred"):
+            self._call(kind, data)
+        elif kind in ("approval_decided", "deferred_result"):
+            self._decided(kind, data)
+        else:
+            self._status(kind, data)
+
+    def _model(self, kind: str, data: dict[str, Any]) -> None:
+        step = int(data.get("run_step", self.step))
+        self.step = max(self.step, step)
+        shown = self.steps.setdefault(step, StepText())
+        attempt = int(data.get("attempt", shown.attempt))
+        if kind == "model_request":
+            self.status = "running"
+        elif kind == "model_retry" or (kind == "model_delta" and attempt > shown.attempt):
+            self.steps[step] = shown = StepText(attempt=attempt)
+        if kind == "model_delta" and attempt == shown.attempt and not shown.done:
+            if data.get("part") == "thinking":
+                shown.thinking += str(data.get("text", ""))
+            else:
+                shown.text += str(data.get("text", ""))
+        elif kind == "model_response":
+            shown.text = str(data.get("text", shown.text))
+            shown.thinking = str(data.get("thinking", shown.thinking))
+            shown.done = True
+
+    def _call(self, kind: str, data: dict[str, Any]) -> None:
+        call_id = str(data.get("tool_call_id"))
+        call = self.calls.get(call_id) or CallView(call_id, str(data.get("tool_name", "?")))
+        self.calls[call_id] = call
+        if kind == "tool_call":
+            call.arguments = data.get("arguments", call.arguments)
+            call.state = "running"
+        elif kind == "tool_return":
+            call.state = "failed" if data.get("is_error") else "returned"
+            call.result = str(data.get("content", ""))
+        else:
+            call.arguments = data.get("arguments", call.arguments)
+            call.state = "waiting for approval" if kind == "approval_requested" else "deferred"
+            self.waiting[call_id] = call
+
+    def _decided(self, kind: str, data: dict[str, Any]) -> None:
+        call_id = str(data.get("tool_call_id"))
+        call = self.waiting.pop(call_id, None) or self.calls.get(call_id)
+        if call is None:
+            return
+        if kind == "deferred_result":
+            call.state = f"result delivered ({data.get('status')})"
+        elif data.get("approved"):
+            call.state = f"approved by {data.get('decided_by') or '?'}"
+        else:
+            call.state = f"denied by {data.get('decided_by') or '?'}: {data.get('reason')}"
+
+    def _status(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "waiting":
+            self.status = "waiting"
+        elif kind == "suspended":
+            if data.get("reason") == CONTINUE_AS_NEW:
+                self.runs += 1
+            else:
+                self.status = "suspended"
+                self.suspend_reason = data.get("reason")
+        elif kind == "resumed":
+            self.status = "running"
+            self.suspend_reason = None
+        elif kind == "run_complete":
+            self.status = "completed"
+            self.output = data.get("output")
+            self.waiting.clear()
+        elif kind == "run_failed":
+            self.status = "failed"
+            self.error = f"{data.get('kind')}: {data.get('message')}"
+            self.waiting.clear()
+        elif kind == "run_cancelled":
+            self.status = "cancelled"
+            self.waiting.clear()
+
+    # -- showing it -----------------------------------------------------------------------
+
+    def render(self) -> RenderableType:
+        parts: list[RenderableType] = [self._header()]
+        for step in sorted(self.steps)[-SHOWN_STEPS:]:
+            parts.append(self._step(step))
+        if self.calls:
+            parts.append(self._calls())
+        if self.waiting:
+            parts.append(self._waiting())
+        if self.suspend_reason and self.status == "suspended":
+            parts.append(
+                Text(
+                    f"suspended: {self.suspend_reason}\n  resume: durable-agent resume "
+                    f"{self.workflow_id}",
+                    style="yellow",
+                )
+            )
+        if self.status == "completed":
+            parts.append(Text(f"output: {_short(self.output, 2000)}", style="green"))
+        if self.error:
+            parts.append(Text(f"failed: {self.error}", style="red"))
+        return Group(*parts)
+
+    def _header(self) -> Text:
+        text = Text()
+        text.append(f"{self.workflow_id}", style="bold")
+        text.append(f"  agent {self.agent or '?'}  ")
+        style = {"completed": "green", "failed": "red", "waiting": "yellow"}.get(self.status, "")
+        text.append(self.status, style=f"bold {style}".strip())
+        text.append(f"  node {self.node or '-'}  step {self.step}  seq {self.last_seq}")
+        if self.runs > 1:
+            text.append(f"  runs {self.runs}")
+        tokens = self.usage.get("total_tokens")
+        if tokens:
+            text.append(f"  tokens {tokens}")
+        return text
+
+    def _step(self, step: int) -> Text:
+        shown = self.steps[step]
+        text = Text()
+        retry = f", attempt {shown.attempt}" if shown.attempt > 1 else ""
+        text.append(f"step {step}{retry}: ", style="bold cyan")
+        if shown.thinking:
+            text.append(shown.thinking, style="dim italic")
+            text.append("\n")
+        text.append(shown.text or ("" if shown.done else "…"))
+        return text
+
+    def _calls(self) -> Table:
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        for header in ("CALL", "TOOL", "ARGUMENTS", "STATE", "RESULT"):
+            table.add_column(header, overflow="fold")
+        for call in list(self.calls.values())[-SHOWN_CALLS:]:
+            table.add_row(
+                call.tool_call_id,
+                call.tool_name,
+                _short(call.arguments),
+                call.state,
+                _short(call.result) if call.result is not None else "",
+            )
+        return table
+
+    def _waiting(self) -> Text:
+        text = Text("waiting for a human:\n", style="bold yellow")
+        for call in self.waiting.values():
+            text.append(f"  {call.tool_call_id}  {call.tool_name}  {_short(call.arguments)}\n")
+            if call.state == "deferred":
+                text.append(
+                    f"    deliver: durable-agent deferred {self.workflow_id} "
+                    f"{call.tool_call_id} --response 'JSON'\n"
+                )
+            else:
+                text.append(
+                    f"    approve: durable-agent approve {self.workflow_id} {call.tool_call_id}\n"
+                )
+                text.append(
+                    f"    deny:    durable-agent deny {self.workflow_id} {call.tool_call_id} "
+                    '--reason "..."\n'
+                )
+        return text
