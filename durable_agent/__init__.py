@@ -67,6 +67,7 @@ from .models import (
     ModelSettings,
     TestModel,
 )
+from .overrides import AgentOverrides
 from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunError, RunStatus
 from .stream import AgentStreamRecord
@@ -86,6 +87,7 @@ __all__ = [
     "AgentExecutorError",
     "AgentInfo",
     "AgentLoop",
+    "AgentOverrides",
     "AgentResult",
     "AgentResumeCursor",
     "AgentResumeEvidence",

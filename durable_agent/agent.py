@@ -14,7 +14,7 @@ from typing_extensions import TypeVar
 
 from .approvers import ApproverMap, normalize_approvers
 from .controller import RunController
-from .errors import UserError
+from .errors import InvalidInput, UserError
 from .executor import AgentCheckpoint, AgentExecutor, DirectAgentExecutor
 from .history_processors import HistoryProcessor, apply_history_processors
 from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
@@ -22,6 +22,7 @@ from .ids import IdSource, SystemIdSource
 from .messages import ModelMessage
 from .models.base import Model, ModelRequestParameters, ModelSettings
 from .output import OUTPUT_TOOL_NAME, OutputValidator
+from .overrides import AgentOverrides, merge_settings
 from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunStatus
 from .stream import AgentStreamRecord, StreamSink
@@ -90,10 +91,37 @@ class Agent(Generic[OutputT]):
     history_processors: Sequence[HistoryProcessor] = ()
     """Applied in order to what the model sees, and to what a run carries across
     continue-as-new."""
+    allowed_models: Mapping[str, Model] = field(default_factory=dict)
+    """The models a resumed or forked run may switch to, by name (`AgentOverrides.model`)."""
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
 
     def with_executor(self, executor: AgentExecutor) -> Agent[OutputT]:
         return replace(self, executor=executor)
+
+    def with_overrides(self, overrides: AgentOverrides | None) -> Agent[OutputT]:
+        """This agent as it runs a resumed or forked run with `overrides` (itself when there
+        are none); `InvalidInput` for a model name that is not in `allowed_models`."""
+        if overrides is None or overrides.empty:
+            return self
+        model = self.model
+        if overrides.model is not None:
+            allowed = self.allowed_models.get(overrides.model)
+            if allowed is None:
+                raise InvalidInput(
+                    f"agent {self.name!r} has no allowed model named {overrides.model!r} "
+                    f"(allowed: {', '.join(sorted(self.allowed_models)) or 'none'}); add it "
+                    "with AgentBuilder.allowed_models({name: model})"
+                )
+            model = allowed
+        instructions = self.instructions
+        if overrides.instructions is not None:
+            instructions = overrides.instructions
+        return replace(
+            self,
+            model=model,
+            model_settings=merge_settings(self.model_settings, overrides.model_settings),
+            instructions=instructions,
+        )
 
     # -- configuration read by the loop and the nodes ------------------------------------
 
@@ -238,14 +266,18 @@ class Agent(Generic[OutputT]):
         self,
         checkpoint: AgentCheckpoint,
         *,
+        overrides: AgentOverrides | None = None,
         sink: StreamSink | None = None,
         runner: NodeRunner | None = None,
         ids: IdSource | None = None,
     ) -> AgentResult[OutputT]:
-        """Continues from a stored checkpoint, doing that node's work and what follows."""
-        controller = self.controller(runner=runner, ids=ids, sink=sink)
-        async with self.open_toolsets():
-            return self._result(await controller.resume(checkpoint))
+        """Continues from a stored checkpoint, doing that node's work and what follows;
+        `overrides` try it with another allowed model, other settings or instructions."""
+        agent = self.with_overrides(overrides)
+        controller = agent.controller(runner=runner, ids=ids, sink=sink)
+        instructions = overrides.instructions if overrides is not None else None
+        async with agent.open_toolsets():
+            return agent._result(await controller.resume(checkpoint, instructions=instructions))
 
     async def resume_after_hitl(
         self,
@@ -311,6 +343,7 @@ class AgentBuilder(Generic[OutputT]):
         self._oversized: OversizedToolResult = "truncate"
         self._toolsets: list[Toolset] = []
         self._history_processors: list[HistoryProcessor] = []
+        self._allowed_models: dict[str, Model] = {}
 
     def name(self, name: str) -> AgentBuilder[OutputT]:
         self._name = name
@@ -410,6 +443,21 @@ class AgentBuilder(Generic[OutputT]):
         self._history_processors.append(processor)
         return self
 
+    def allowed_models(self, models: Mapping[str, Model]) -> AgentBuilder[OutputT]:
+        """Names models a resumed or forked run may switch to (`AgentOverrides(model=name)`,
+        `durable-agent fork ID --model NAME`): only a name travels, so a fork can use no
+        model, endpoint or key the agent's owner did not configure here."""
+        for name, model in models.items():
+            if not isinstance(name, str) or not name:
+                raise UserError(f"allowed_models needs non-empty names, got {name!r}")
+            if not isinstance(model, Model):
+                raise UserError(
+                    f"allowed_models[{name!r}] must be a Model (TestModel, FunctionModel, "
+                    f"OpenAIChatModel, ...), got {type(model).__name__}"
+                )
+            self._allowed_models[name] = model
+        return self
+
     def build(self) -> Agent[OutputT]:
         tools: dict[str, Tool] = {}
         for tool in self._tools:
@@ -457,4 +505,5 @@ class AgentBuilder(Generic[OutputT]):
             oversized_tool_result=self._oversized,
             toolsets=tuple(self._toolsets),
             history_processors=tuple(self._history_processors),
+            allowed_models=dict(self._allowed_models),
         )

@@ -20,6 +20,7 @@ from .ids import new_id
 from .loop import AgentLoop, apply_hitl_decisions
 from .messages import ModelMessage
 from .output import format_validation_error
+from .overrides import with_instructions
 from .runner import Driver
 from .state import AgentRunState, RunStatus
 
@@ -99,12 +100,19 @@ class RunController:
         return loop.drive(AgentExecutionNode.RUN_START)
 
     def resume(
-        self, checkpoint: AgentCheckpoint, *, stream_start: int | None = None
+        self,
+        checkpoint: AgentCheckpoint,
+        *,
+        stream_start: int | None = None,
+        instructions: str | None = None,
+        run_id: str | None = None,
     ) -> Coroutine[Any, Any, AgentRunState]:
         """Does the checkpoint's node's work and goes on; nothing recorded before it is redone.
 
         The stream goes on after the checkpoint's own two records (`node_start`,
-        `checkpoint`) unless the caller knows better (a continued-as-new run does).
+        `checkpoint`) unless the caller knows better (a continued-as-new run does, a fork
+        starts its own at 0). `instructions` replace the conversation's (an override);
+        `run_id` makes the run a new one (a fork) instead of the checkpoint's run going on.
         """
         if checkpoint.node is AgentExecutionNode.RUN_FAILED:
             raise UserError(
@@ -112,7 +120,12 @@ class RunController:
                 "earlier checkpoint instead"
             )
         start = checkpoint.resume.cursor.stream_cursor + 2 if stream_start is None else stream_start
-        loop = self._loop(checkpoint.state.snapshot(), stream_start=start)
+        state = checkpoint.state.snapshot()
+        if instructions is not None:
+            state = with_instructions(state, instructions)
+        if run_id is not None:
+            state.run_id = run_id
+        loop = self._loop(state, stream_start=start)
         return loop.drive(checkpoint.node, skip_boundary=True)
 
     def continue_after_hitl(

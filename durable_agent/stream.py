@@ -39,6 +39,7 @@ a run are held in its workflow's memory (the model still gets the whole result).
 
 StreamKind = Literal[
     "run_start",
+    "forked",
     "steered",
     "node_start",
     "node_complete",

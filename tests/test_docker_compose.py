@@ -46,6 +46,7 @@ EXPECTED_SEARCH_ATTRIBUTES = {
     "AgentName": "Keyword",
     "AgentStatus": "Keyword",
     "PendingApprovals": "Int",
+    "ForkedFrom": "Keyword",
 }
 DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 
@@ -265,7 +266,8 @@ case "$*" in
     echo "Unavailable: frontend is not ready" >&2; exit 1 ;;
   *"search-attribute create"*) exit 0 ;;
   *"search-attribute list"*)
-    printf 'Name Type\nAgentName Keyword\nAgentStatus Keyword\nPendingApprovals Int\n' ;;
+    printf 'Name Type\nAgentName Keyword\nAgentStatus Keyword\n'
+    printf 'PendingApprovals Int\nForkedFrom Keyword\n' ;;
   *) echo "unexpected call: $*" >&2; exit 2 ;;
 esac
 """

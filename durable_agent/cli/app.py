@@ -5,6 +5,8 @@
     durable-agent approve agent-deployer-1a2b3c4d call_deploy_0 --by alice
     durable-agent deny agent-deployer-1a2b3c4d call_deploy_0 --reason "change freeze"
     durable-agent steer agent-researcher-5e6f7a8b "also check Rome"
+    durable-agent fork agent-researcher-5e6f7a8b --at 12 --model strong
+    durable-agent retry agent-researcher-5e6f7a8b
     durable-agent list --status waiting
     durable-agent worker --agents my_agents
     durable-agent inbox --users inbox-users.toml
@@ -44,7 +46,7 @@ from durable_agent.temporal.client import (
 )
 from durable_agent.temporal.worker import exit_process
 
-from . import decisions, runs
+from . import decisions, forks, runs
 from .context import (
     EPILOG,
     EXIT_CONNECT,
@@ -95,6 +97,8 @@ for command in (
     decisions.resume,
     decisions.suspend,
     decisions.steer,
+    forks.fork,
+    forks.retry,
     runs.checkpoints,
     runs.list_runs,
     worker,

@@ -192,6 +192,10 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
     if view.steering:
         queued = " | ".join(view.steering)
         lines.append(("steering", f"{queued}  (queued for the next model request)"))
+    if view.forked_from:
+        origin = view.forked_from
+        where = f"{origin.node.value}, step {origin.run_step}, {origin.checkpoint_id}"
+        lines.append(("forked from", f"{origin.workflow_id} #{origin.index}  ({where})"))
     lines += _calls_lines("pending approvals", view.pending_approvals)
     lines += _calls_lines("deferred calls", view.deferred_calls)
     return lines

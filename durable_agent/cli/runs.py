@@ -285,21 +285,29 @@ def checkpoints(settings: Settings, workflow_id: str) -> Awaitable[int]:
 @click.command("list", epilog=EPILOG)
 @click.option("--status", "run_status", type=click.Choice([s.value for s in RunStatus]))
 @click.option("--agent", metavar="NAME", help="only runs of this agent")
+@click.option("--forked-from", metavar="ID", help="only the forks and retries of run ID")
 @click.option("--limit", type=POSITIVE_INT, default=20, show_default=True)
 @connection_options(group=False)
 @click.pass_obj
 def list_runs(
-    settings: Settings, run_status: str | None, agent: str | None, limit: int
+    settings: Settings,
+    run_status: str | None,
+    agent: str | None,
+    forked_from: str | None,
+    limit: int,
 ) -> Awaitable[int]:
-    """List agent runs, newest first (`--status waiting`: the runs waiting for a human)."""
+    """List agent runs, newest first (`--status waiting`: the runs waiting for a human;
+    `--forked-from ID`: the runs forked or retried from ID)."""
     try:
-        query = list_query(run_status, agent)
+        query = list_query(run_status, agent, forked_from)
     except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="'--agent'") from None
+        hint = "'--forked-from'" if forked_from and not agent else "'--agent'"
+        raise click.BadParameter(str(error), param_hint=hint) from None
 
     async def show() -> int:
         agents = await settings.connect()
-        runs = [listed async for listed in agents.list(run_status, agent, limit=limit)]
+        listed_runs = agents.list(run_status, agent, limit=limit, forked_from=forked_from)
+        runs = [listed async for listed in listed_runs]
         if settings.json:
             dump(runs)
         elif not runs:

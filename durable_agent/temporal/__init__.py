@@ -13,7 +13,13 @@ from .registry import (
     AgentRegistry,
     registry,
 )
-from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS, SEARCH_ATTRIBUTES
+from .search_attributes import (
+    AGENT_NAME,
+    AGENT_STATUS,
+    FORKED_FROM,
+    PENDING_APPROVALS,
+    SEARCH_ATTRIBUTES,
+)
 from .streams import CheckpointChain, MissingCheckpoints, StreamPastEnd
 from .wire import (
     AgentStatusView,
@@ -21,8 +27,10 @@ from .wire import (
     AgentWorkflowResult,
     ApprovalSignal,
     DeferredResultSignal,
+    ForkOrigin,
     HistoryPageQuery,
     PendingApprovalView,
+    ResumeFrom,
     ResumeSignal,
     RunLink,
     SuspendSignal,
@@ -35,6 +43,7 @@ __all__ = [
     "AGENT_STATUS",
     "DEFAULT_TASK_QUEUE",
     "EVENTS_TOPIC",
+    "FORKED_FROM",
     "PENDING_APPROVALS",
     "SEARCH_ATTRIBUTES",
     "ActivityConfig",
@@ -51,9 +60,11 @@ __all__ = [
     "CheckpointChain",
     "DeferredResultSignal",
     "DurableAgentPlugin",
+    "ForkOrigin",
     "HistoryPageQuery",
     "MissingCheckpoints",
     "PendingApprovalView",
+    "ResumeFrom",
     "ResumeSignal",
     "RunLink",
     "StreamPastEnd",

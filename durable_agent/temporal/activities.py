@@ -29,6 +29,7 @@ from durable_agent.temporal.wire import (
 from durable_agent.toolsets import ToolsetListing
 
 from .deltas import DeltaPublisher
+from .forks import load_checkpoint
 from .history_cache import history_cache
 from .registry import registry
 from .tool_threads import tool_threads
@@ -104,7 +105,7 @@ async def _guard(agent: str, node: str, step: int) -> AsyncIterator[structlog.st
 @activity.defn(name="prepare_model_request")
 async def prepare_model_request(input: PrepareActivityInput) -> ModelRequest:
     async with _guard(input.agent, "prepare_model_request", input.input.run_step):
-        agent = registry.get(input.agent).agent
+        agent = registry.get(input.agent).agent_for(input.overrides)
         return _checked(
             await nodes.prepare_model_request(agent, input.input), "prepare_model_request"
         )
@@ -113,7 +114,7 @@ async def prepare_model_request(input: PrepareActivityInput) -> ModelRequest:
 @activity.defn(name="model_request")
 async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
     async with _guard(input.agent, "model_request", input.input.run_step + 1) as logger:
-        agent = registry.get(input.agent).agent
+        agent = registry.get(input.agent).agent_for(input.overrides)
         info = activity.info()
         workflow_id, run_id = info.workflow_id, info.workflow_run_id
         if workflow_id is None or run_id is None:
@@ -213,4 +214,11 @@ def _checked(result: R, what: str) -> R:
     return result
 
 
-ALL_ACTIVITIES = (prepare_model_request, model_request, list_tools, tool_call, validate_output)
+ALL_ACTIVITIES = (
+    prepare_model_request,
+    model_request,
+    list_tools,
+    tool_call,
+    validate_output,
+    load_checkpoint,
+)

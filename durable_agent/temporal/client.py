@@ -44,7 +44,14 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent import AgentResumeEvidence, AgentStreamRecord, ModelMessage, RunStatus
+from durable_agent import (
+    AgentOverrides,
+    AgentResumeEvidence,
+    AgentStreamRecord,
+    ModelMessage,
+    ModelSettings,
+    RunStatus,
+)
 
 from ..errors import InvalidInput
 from .encryption import EncryptionError
@@ -59,6 +66,7 @@ from .wire import (
     ApprovalSignal,
     DeferredResultSignal,
     HistoryPageQuery,
+    ResumeFrom,
     ResumeSignal,
     SteerSignal,
     SuspendSignal,
@@ -102,6 +110,10 @@ UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering m
 """The actions sent as workflow updates (named so in messages)."""
 OPEN_STATUSES = frozenset({"starting", "running", "waiting"})
 SUMMARY_PROMPT_CHARS = 60
+RETRY_DROPPED_FIELDS = frozenset(
+    {"agent", "prompt", "message_history", "conversation_id", "continuation", "resume_from"}
+)
+"""What a retry does not take from the failed run's input: its checkpoint has all that."""
 INTERNAL_INPUT_FIELDS = frozenset({"agent", "prompt", "continuation"})
 """`AgentWorkflowInput` fields `start()` does not take as keywords: the first two are its
 positional arguments, `continuation` is set only by the workflow itself."""
@@ -210,11 +222,16 @@ def _quote(value: str) -> str:
     raise ValueError(f"cannot search for a value with both kinds of quotes: {value!r}")
 
 
-def list_query(status: RunStatus | str | None = None, agent: str | None = None) -> str:
+def list_query(
+    status: RunStatus | str | None = None,
+    agent: str | None = None,
+    forked_from: str | None = None,
+) -> str:
     """The visibility query `AgentClient.list` sends.
 
     An open status also requires a running execution: a run that ended without its last
-    `AgentStatus` update (terminated, timed out) would otherwise be listed as waiting."""
+    `AgentStatus` update (terminated, timed out) would otherwise be listed as waiting.
+    `forked_from` keeps the forks and retries of that workflow id."""
     parts = [f'WorkflowType="{WORKFLOW_TYPE}"']
     if status:
         value = _status_value(status)
@@ -223,6 +240,8 @@ def list_query(status: RunStatus | str | None = None, agent: str | None = None) 
             parts.append('ExecutionStatus="Running"')
     if agent:
         parts.append(f"AgentName={_quote(agent)}")
+    if forked_from:
+        parts.append(f"ForkedFrom={_quote(forked_from)}")
     return " AND ".join(parts)
 
 
@@ -256,8 +275,11 @@ def _listed(execution: WorkflowExecution) -> ListedRun:
 # -- helpers --------------------------------------------------------------------------------
 
 
-def _summary(agent: str, prompt: str) -> str:
-    """The Web UI's one-line summary of a run: its agent and the start of its prompt."""
+def _summary(agent: str, prompt: str, source: ResumeFrom | None = None) -> str:
+    """The Web UI's one-line summary of a run: its agent and the start of its prompt (for
+    a fork, where it came from)."""
+    if source is not None:
+        return f"agent `{agent}`: fork of {source.describe()}"
     line = " ".join(prompt.split())
     if len(line) > SUMMARY_PROMPT_CHARS:
         line = line[: SUMMARY_PROMPT_CHARS - 1].rstrip() + "…"
@@ -392,7 +414,7 @@ class AgentClient:
                     workflow_input,
                     id=workflow_id,
                     task_queue=task_queue or self.task_queue,
-                    static_summary=_summary(agent, prompt),
+                    static_summary=_summary(agent, prompt, workflow_input.resume_from),
                 ),
                 self.timeout,
             )
@@ -427,12 +449,15 @@ class AgentClient:
         status: RunStatus | str | None = None,
         agent: str | None = None,
         limit: int | None = None,
+        *,
+        forked_from: str | None = None,
     ) -> AsyncIterator[ListedRun]:
         """Agent runs, newest first, from the `AgentStatus`/`AgentName` search attributes.
 
         `status="waiting"` lists the runs waiting for a human (approval, deferred result or
-        resume). Visibility lags the runs by up to a second or so."""
-        query = list_query(status, agent)
+        resume); `forked_from="w1"` the forks and retries of w1 (`ForkedFrom`). Visibility
+        lags the runs by up to a second or so."""
+        query = list_query(status, agent, forked_from)
         try:
             async for execution in self.client.list_workflows(query, limit=limit):
                 yield _listed(execution)
@@ -677,6 +702,91 @@ class AgentRunHandle:
         message or a run that is neither running nor waiting."""
         request = SteerSignal(message=message)
         return await self._update("steering message", AgentWorkflow.steer_run, request)
+
+    # -- time travel ------------------------------------------------------------------------
+
+    async def fork(
+        self,
+        at: int | str | None = None,
+        workflow_id: str | None = None,
+        *,
+        model: str | None = None,
+        model_settings: ModelSettings | None = None,
+        instructions: str | None = None,
+        **input_fields: Any,
+    ) -> AgentRunHandle:
+        """Starts a new run from one of this run's checkpoints; this run is not touched.
+
+        `at` is an index into `checkpoints()` (over the whole continue-as-new chain) or a
+        checkpoint id; None: the latest checkpoint a run can go on from. The fork does that
+        boundary's work and goes on, sending no model request or tool call recorded before
+        it again. `model` (a name from the agent's `allowed_models`), `model_settings` and
+        `instructions` change the second try; `input_fields` are further
+        `AgentWorkflowInput` fields (`suspend_at`, `approval_timeout_seconds`, ...). The
+        fork's id defaults to `ID-fork-XXXXXX`; a bad `at` fails the fork at once (its
+        `result()` raises `RunFailed`, e.g. `index_out_of_range: ...`)."""
+        if isinstance(at, bool) or not isinstance(at, int | str | None):
+            raise TypeError(f"at must be a checkpoint index or id, got {at!r}")
+        description = await self.describe()
+        agent = description.typed_search_attributes.get(AGENT_NAME) or (await self.status()).agent
+        source = ResumeFrom(
+            workflow_id=self.id,
+            run_id=self.run_id,
+            index=at if isinstance(at, int) else None,
+            checkpoint_id=at if isinstance(at, str) else None,
+        )
+        overrides = AgentOverrides(
+            model=model, model_settings=model_settings, instructions=instructions
+        )
+        return await self.agents.start(
+            agent,
+            "",
+            workflow_id=workflow_id or f"{self.id}-fork-{uuid.uuid4().hex[:6]}",
+            task_queue=description.task_queue,
+            resume_from=source,
+            overrides=None if overrides.empty else overrides,
+            **input_fields,
+        )
+
+    async def retry(self) -> AgentRunHandle:
+        """Starts this failed run again from the last boundary before its failure, so
+        only the work that failed is done again (after a tool is fixed or a limit raised).
+
+        It is a new run of the same workflow id when the server allows that (`get(ID)`
+        then follows it), else of `ID-retry-XXXXXX`: the returned handle's `id` says which.
+        It keeps the failed run's settings (`suspend_at`, overrides, ...). Refused for a run
+        that is still running or completed: fork those."""
+        description = await self.describe()
+        status = description.status
+        if status in (None, WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
+            state = "still running" if status != WorkflowExecutionStatus.COMPLETED else "completed"
+            raise AgentRunError(
+                f"run {self.id!r} is {state}; retry is for a run that failed, was cancelled, "
+                f"terminated or timed out (to try again from a boundary: durable-agent fork "
+                f"{self.id} --at N)",
+                workflow_id=self.id,
+            )
+        original = await self._call("history", lambda: self._start_input(description.run_id))
+        fields = original.model_dump(exclude=set(RETRY_DROPPED_FIELDS))
+        fields["resume_from"] = ResumeFrom(workflow_id=self.id, run_id=description.run_id)
+        start = self.agents.start
+        queue = description.task_queue
+        try:
+            return await start(original.agent, "", workflow_id=self.id, task_queue=queue, **fields)
+        except AlreadyStarted:
+            fresh = f"{self.id}-retry-{uuid.uuid4().hex[:6]}"
+            return await start(original.agent, "", workflow_id=fresh, task_queue=queue, **fields)
+
+    async def _start_input(self, run_id: str) -> AgentWorkflowInput:
+        """The input run `run_id` was started with (its first history event)."""
+        client = self.agents.client
+        handle = client.get_workflow_handle(self.id, run_id=run_id)
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            decoded = await client.data_converter.decode(list(payloads), [AgentWorkflowInput])
+            workflow_input: AgentWorkflowInput = decoded[0]
+            return workflow_input
+        raise AgentRunError(f"run {run_id} of {self.id!r} has no history", workflow_id=self.id)
 
     async def cancel(self) -> None:
         """Requests cancellation; `result()` then raises `RunFailed` ("cancelled")."""

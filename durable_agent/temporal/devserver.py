@@ -28,6 +28,7 @@ SEARCH_ATTRIBUTE_FLAGS = {
     "AgentName": "Keyword",
     "AgentStatus": "Keyword",
     "PendingApprovals": "Int",
+    "ForkedFrom": "Keyword",
 }
 
 

@@ -46,6 +46,9 @@ class TemporalExecutor:
         self.announce: Announce = announce or (lambda kind, node, data: None)
         self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
+        self._kept: list[tuple[AgentCheckpoint, int]] = []
+        """Every boundary's checkpoint without its conversation, and how many messages
+        the conversation had then: forks read them (`recorded`)."""
         self.pause_reason: str | None = None
         self.suspended_reason: str | None = None
         self._resume_requested = False
@@ -83,6 +86,10 @@ class TemporalExecutor:
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
         self.evidence.append(checkpoint.resume)
         self.latest = checkpoint
+        held = checkpoint.state.model_copy(update={"message_history": []})
+        self._kept.append(
+            (checkpoint.model_copy(update={"state": held}), len(checkpoint.state.message_history))
+        )
         decision = self.decide(checkpoint)
         if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason
@@ -104,3 +111,26 @@ class TemporalExecutor:
     @property
     def checkpoint_count(self) -> int:
         return self.earlier_checkpoints + len(self.evidence)
+
+    def position_of(self, checkpoint_id: str) -> int | None:
+        """Where this run recorded checkpoint `checkpoint_id` (None: it did not)."""
+        for position, (kept, _) in enumerate(self._kept):
+            if kept.checkpoint_id == checkpoint_id:
+                return position
+        return None
+
+    def recorded(self, position: int) -> AgentCheckpoint:
+        """This run's checkpoint at `position` (0: its first boundary), whole again.
+
+        Keeping every boundary's conversation would hold O(steps²) messages; but within a
+        run the conversation only grows, so each one is a prefix of the latest's."""
+        kept, length = self._kept[position]
+        assert self.latest is not None, "a recorded boundary implies a latest one"
+        history = self.latest.state.message_history
+        if length > len(history):
+            raise ValueError(
+                f"checkpoint {kept.checkpoint_id} held {length} messages, more than the "
+                f"{len(history)} of the latest one; its conversation is not a prefix"
+            )
+        state = kept.state.model_copy(update={"message_history": history[:length]})
+        return kept.model_copy(update={"state": state})

@@ -17,6 +17,7 @@ from temporalio.workflow import ActivityConfig
 
 from ..agent import Agent
 from ..errors import UnknownAgentError, UserError
+from ..overrides import AgentOverrides
 
 __all__ = [
     "DEFAULT_DELTA_FLUSH_INTERVAL",
@@ -129,10 +130,32 @@ class AgentActivityConfig:
         return merged
 
 
+OVERRIDDEN_AGENTS_KEPT = 64
+"""Agents built for runs with overrides, kept per registration (the newest)."""
+
+
 @dataclass(frozen=True)
 class AgentRegistration:
     agent: Agent[Any]
     activities: AgentActivityConfig = field(default_factory=AgentActivityConfig)
+    _overridden: dict[str, Agent[Any]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def agent_for(self, overrides: AgentOverrides | None) -> Agent[Any]:
+        """The agent as a run with `overrides` runs it (`InvalidInput` for a model it does
+        not allow), built once for each distinct overrides so its tool schemas are too:
+        the workflow and every activity of such a run ask for it."""
+        if overrides is None or overrides.empty:
+            return self.agent
+        key = overrides.model_dump_json()
+        agent = self._overridden.get(key)
+        if agent is None:
+            agent = self.agent.with_overrides(overrides)
+            if len(self._overridden) >= OVERRIDDEN_AGENTS_KEPT:
+                del self._overridden[next(iter(self._overridden))]
+            self._overridden[key] = agent
+        return agent
 
 
 class AgentRegistry:

@@ -15,7 +15,14 @@ from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from durable_agent import AgentError, ModelMessage, ModelRequest, ModelResponse, ToolDefinition
+from durable_agent import (
+    AgentError,
+    AgentOverrides,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+)
 from durable_agent.models.base import DeltaSink
 from durable_agent.nodes import (
     ListToolsInput,
@@ -101,10 +108,14 @@ class ActivityNodeRunner:
         history_offset: int = 0,
         history_digest: str = EMPTY_DIGEST,
         cached: int | None = None,
+        overrides: AgentOverrides | None = None,
     ) -> None:
         """`cached`: how many of the run's first messages the activity cache may hold
-        already (a continued run's carried conversation, cached by the run before it)."""
+        already (a continued run's carried conversation, cached by the run before it).
+        `overrides` (a fork's model, settings, instructions) go to the activities that
+        need them: `prepare_model_request` and `model_request`."""
         self.registration = registration
+        self.overrides = overrides if overrides is not None and not overrides.empty else None
         self.name = registration.agent.name
         self.config = registration.activities
         self.offset = history_offset
@@ -119,7 +130,7 @@ class ActivityNodeRunner:
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
         request: ModelRequest = await _execute(
             "prepare_model_request",
-            PrepareActivityInput(agent=self.name, input=input),
+            PrepareActivityInput(agent=self.name, input=input, overrides=self.overrides),
             ModelRequest,
             summary=f"prepare_model_request · step {input.run_step}",
             options=self.config.options("prepare_model_request"),
@@ -149,6 +160,7 @@ class ActivityNodeRunner:
                 input=delta,
                 history=ref,
                 toolset_digest=self._toolset_digest(input.toolset_tools),
+                overrides=self.overrides,
                 stream_deltas=deltas is not None,
             ),
             ModelResponse,

@@ -1,4 +1,8 @@
-"""The search attributes the Web UI and `durable-agent list` filter on."""
+"""The search attributes the Web UI and `durable-agent list` filter on.
+
+`ForkedFrom` is set only on forks and retries (the source's workflow id), so
+`ForkedFrom="w1"` lists every run that went on from one of w1's checkpoints.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from temporalio.service import RPCError
 __all__ = [
     "AGENT_NAME",
     "AGENT_STATUS",
+    "FORKED_FROM",
     "PENDING_APPROVALS",
     "SEARCH_ATTRIBUTES",
     "ensure_search_attributes",
@@ -22,8 +27,9 @@ __all__ = [
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 PENDING_APPROVALS = SearchAttributeKey.for_int("PendingApprovals")
+FORKED_FROM = SearchAttributeKey.for_keyword("ForkedFrom")
 
-SEARCH_ATTRIBUTES = [AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS]
+SEARCH_ATTRIBUTES = [AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS, FORKED_FROM]
 """Register these on the server (the dev launcher and docker compose file do)."""
 
 
@@ -42,6 +48,7 @@ async def ensure_search_attributes(client: Client) -> list[str]:
         AGENT_NAME.name: types["Keyword"],
         AGENT_STATUS.name: types["Keyword"],
         PENDING_APPROVALS.name: types["Int"],
+        FORKED_FROM.name: types["Keyword"],
     }
     try:
         listed = await client.operator_service.list_search_attributes(

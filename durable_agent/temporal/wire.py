@@ -11,6 +11,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from durable_agent import (
     AgentCheckpoint,
     AgentExecutionNode,
+    AgentOverrides,
     AgentResumeEvidence,
     ModelDelta,
     ModelMessage,
@@ -33,6 +34,12 @@ __all__ = [
     "AgentStatusView",
     "AgentWorkflowInput",
     "AgentWorkflowResult",
+    "CheckpointLookup",
+    "CheckpointQuery",
+    "ForkOrigin",
+    "LoadCheckpointInput",
+    "LoadedCheckpoint",
+    "ResumeFrom",
     "CheckpointsView",
     "Continuation",
     "HistorySegment",
@@ -72,6 +79,54 @@ class RunLink(BaseModel):
     first_checkpoint: int = 0
 
 
+class ResumeFrom(BaseModel):
+    """A boundary another run recorded, where a fork (or a retry) starts.
+
+    `index` counts the workflow's checkpoints over its whole continue-as-new chain, as
+    `AgentRunHandle.checkpoints()` lists them; `checkpoint_id` names one instead. Neither:
+    the latest checkpoint a run can go on from (the one before a `run_failed`). `run_id`
+    pins a run of the workflow id (a retry names the failed one); without it the search
+    starts at the latest run and goes back through the runs before it."""
+
+    workflow_id: str
+    run_id: str | None = None
+    checkpoint_id: str | None = None
+    index: int | None = None
+
+    def problem(self) -> str | None:
+        if not self.workflow_id.strip():
+            return "resume_from.workflow_id is empty; name the run to fork"
+        if self.checkpoint_id is not None and self.index is not None:
+            return (
+                f"resume_from names both checkpoint_id={self.checkpoint_id!r} and "
+                f"index={self.index}; give one of them"
+            )
+        if self.index is not None and self.index < 0:
+            return f"resume_from.index={self.index} is negative; indexes count from 0"
+        return None
+
+    def describe(self) -> str:
+        """The boundary as people name it: `w1 #12`, `w1 ckpt_...` or `w1 (latest)`."""
+        if self.index is not None:
+            return f"{self.workflow_id} #{self.index}"
+        if self.checkpoint_id is not None:
+            return f"{self.workflow_id} {self.checkpoint_id}"
+        return f"{self.workflow_id} (latest)"
+
+
+class ForkOrigin(BaseModel):
+    """Where a fork came from, as its `status` reports it."""
+
+    workflow_id: str
+    run_id: str
+    """The source's workflow run that recorded the checkpoint."""
+    index: int
+    """The checkpoint's index over the source's chain."""
+    checkpoint_id: str
+    node: AgentExecutionNode
+    run_step: int
+
+
 class Continuation(BaseModel):
     """What a run carries into its continue-as-new successor.
 
@@ -94,6 +149,8 @@ class Continuation(BaseModel):
     carries_history: bool = False
     earlier_runs: int = 0
     """How many runs of this workflow came before the successor."""
+    forked_from: ForkOrigin | None = None
+    """For a fork or retry: the boundary its first run started from."""
     stream: WorkflowStreamState | None = None
     """The Workflow Stream's state, with its log emptied: the successor's stream goes on at
     offset `stream_seq` (an offset is a record's seq), so history does not carry the
@@ -109,7 +166,8 @@ Temporal's timers."""
 
 class AgentWorkflowInput(BaseModel):
     agent: str = Field(description="Name of an agent registered on the worker.")
-    prompt: str
+    prompt: str = ""
+    """The task. Unused by a fork (`resume_from`), whose conversation has its own."""
     conversation_id: str | None = None
     message_history: list[ModelMessage] = Field(default_factory=list)
     suspend_at: list[AgentExecutionNode] = Field(default_factory=list)
@@ -119,6 +177,11 @@ class AgentWorkflowInput(BaseModel):
     """Whether a streaming model's text is published as it is written (`model_delta`
     records). None: whenever the agent's model streams; False keeps history free of the
     deltas' signals for runs nobody watches live."""
+    resume_from: ResumeFrom | None = None
+    """Start from a boundary another run recorded instead of from `prompt`: a fork does
+    that boundary's work and goes on, redoing nothing recorded before it."""
+    overrides: AgentOverrides | None = None
+    """Another of the agent's allowed models, model settings or instructions for this run."""
     continuation: Continuation | None = None
     """Set only by the workflow itself when it continues as new."""
 
@@ -132,6 +195,8 @@ class AgentWorkflowInput(BaseModel):
                 f"approval_timeout_seconds={timeout:g} is out of range; give a number of "
                 f"seconds above 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} (366 days)"
             )
+        if self.resume_from is not None:
+            return self.resume_from.problem()
         return None
 
 
@@ -225,11 +290,49 @@ class AgentStatusView(BaseModel):
     continued_as_new: int = 0
     steering: list[str] = Field(default_factory=list)
     """Steering messages queued for the next model request, not yet sent to the model."""
+    forked_from: ForkOrigin | None = None
+    """For a fork or a retry: the boundary it started from."""
 
 
 class HistoryPageQuery(BaseModel):
     offset: int = 0
     limit: int = 200
+
+
+class CheckpointQuery(BaseModel):
+    """The `checkpoint_at` query: one boundary's full checkpoint, by `index` over the
+    chain or by `checkpoint_id`; neither: the latest one a run can go on from."""
+
+    index: int | None = None
+    checkpoint_id: str | None = None
+
+
+class CheckpointLookup(BaseModel):
+    """What one workflow run answers `checkpoint_at`: the checkpoint if it recorded it,
+    and where its own boundaries lie in the chain, so the reader knows where to look
+    next (`previous_run_id`: the run it continued from)."""
+
+    agent: str
+    run_id: str
+    checkpoint: AgentCheckpoint | None = None
+    index: int | None = None
+    first_index: int
+    count: int
+    """How many boundaries this run recorded (indexes `first_index` to `first_index +
+    count - 1`)."""
+    previous_run_id: str | None = None
+
+
+class LoadCheckpointInput(BaseModel):
+    """The `load_checkpoint` activity: the fork's agent and where it starts."""
+
+    agent: str
+    resume_from: ResumeFrom
+
+
+class LoadedCheckpoint(BaseModel):
+    checkpoint: AgentCheckpoint
+    origin: ForkOrigin
 
 
 class CheckpointsView(BaseModel):
@@ -266,6 +369,8 @@ class HistoryRef(BaseModel):
 class PrepareActivityInput(BaseModel):
     agent: str
     input: PrepareModelRequestInput
+    overrides: AgentOverrides | None = omit_none()
+    """The run's overrides (its instructions); absent for most runs."""
 
 
 class ModelRequestActivityInput(BaseModel):
@@ -275,6 +380,8 @@ class ModelRequestActivityInput(BaseModel):
     toolset_digest: str | None = omit_none()
     """Names the run's toolset tool definitions (`input.toolset_tools` travels empty): the
     activity reads them from its cache, or from the workflow's `toolset_tools` query."""
+    overrides: AgentOverrides | None = omit_none()
+    """The run's overrides (its model and settings); absent for most runs."""
     stream_deltas: bool = omit_empty(False)
     """Stream the model's deltas to the workflow (`model_deltas` signals); absent (off)
     unless the run wants them and the model streams."""

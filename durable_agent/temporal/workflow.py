@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -19,13 +19,15 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from ..agent import Agent
     from ..controller import RunController, steering_problem
     from ..errors import AgentError, ConversationTooLarge, ExecutionSuspended, InvalidInput
     from ..executor import AgentCheckpoint, AgentExecutionNode
     from ..hitl import DeferredToolResult, ToolApprovalDecision
+    from ..ids import new_id
     from ..messages import ModelMessage
     from ..models.base import ModelDelta
     from ..runner import Driver
@@ -35,21 +37,27 @@ with workflow.unsafe.imports_passed_through():
     from ..usage import Usage
     from .authorization import decision_problem
     from .executor import CONTINUE_AS_NEW, TemporalExecutor
+    from .forks import LOAD_RETRIES, LOAD_TIMEOUT, fork_failure
     from .history import EMPTY_DIGEST
     from .registry import AgentRegistration, registry
     from .runner import ActivityNodeRunner, WorkflowIdSource
-    from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+    from .search_attributes import AGENT_NAME, AGENT_STATUS, FORKED_FROM, PENDING_APPROVALS
     from .signing import worker_keys
     from .wire import (
         AgentStatusView,
         AgentWorkflowInput,
         AgentWorkflowResult,
         ApprovalSignal,
+        CheckpointLookup,
+        CheckpointQuery,
         CheckpointsView,
         Continuation,
         DeferredResultSignal,
+        ForkOrigin,
         HistoryPageQuery,
         HistorySegment,
+        LoadCheckpointInput,
+        LoadedCheckpoint,
         ModelDeltaBatch,
         PendingApprovalView,
         ResumeSignal,
@@ -125,6 +133,10 @@ class AgentWorkflow:
         self.waiting_since: datetime | None = None
         """`workflow.now()` when the run last began waiting for humans (state, not a command)."""
         self._approval_signals = 0
+        self.forked_from: ForkOrigin | None = (
+            input.continuation.forked_from if input.continuation else None
+        )
+        """For a fork or retry: the boundary it came from (carried across continue-as-new)."""
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -132,21 +144,26 @@ class AgentWorkflow:
     async def run(self, input: AgentWorkflowInput) -> AgentWorkflowResult:
         continuation = input.continuation
         if continuation is None:
-            workflow.upsert_search_attributes([AGENT_NAME.value_set(input.agent)])
+            first = [AGENT_NAME.value_set(input.agent)]
+            if input.resume_from is not None:
+                first.append(FORKED_FROM.value_set(input.resume_from.workflow_id))
+            workflow.upsert_search_attributes(first)
         registration = self._registration(input)
+        overrides = input.overrides
         if continuation is None:
-            runner = ActivityNodeRunner(registration)
+            runner = ActivityNodeRunner(registration, overrides=overrides)
         elif continuation.carries_history:
             carried = continuation.checkpoint.state.message_history
-            runner = ActivityNodeRunner(registration, cached=len(carried))
+            runner = ActivityNodeRunner(registration, cached=len(carried), overrides=overrides)
         else:
             runner = ActivityNodeRunner(
                 registration,
                 history_offset=continuation.checkpoint.state.history_offset,
                 history_digest=continuation.history_digest,
+                overrides=overrides,
             )
         controller = RunController(
-            registration.agent,
+            self._agent(registration, input),
             Driver(
                 runner=runner,
                 executor=self.executor,
@@ -158,7 +175,9 @@ class AgentWorkflow:
             ),
         )
         self.controller = controller
-        if continuation is None:
+        if continuation is None and input.resume_from is not None:
+            state, drive = await self._fork(input, controller)
+        elif continuation is None:
             if problem := input.problem():
                 raise self._failed(InvalidInput(problem))
             try:
@@ -359,6 +378,7 @@ class AgentWorkflow:
                     checkpoint_count=self.executor.checkpoint_count,
                     pause_reason=self.executor.pause_reason,
                     carries_history=True,
+                    forked_from=self.forked_from,
                     earlier_runs=self.earlier_runs + 1,
                     stream=self._stream_handoff(),
                     runs=[*self.earlier_links, self._own_link()],
@@ -404,6 +424,7 @@ class AgentWorkflow:
                     stream_seq=self._stream_seq(),
                     history_digest=digest,
                     segments=[*self.segments, segment],
+                    forked_from=self.forked_from,
                     decided=self.decided,
                     delivered=sorted(self.delivered),
                     checkpoint_count=self.executor.checkpoint_count,
@@ -422,6 +443,64 @@ class AgentWorkflow:
         self.executor.latest = continuation.checkpoint
         self.executor.earlier_checkpoints = continuation.checkpoint_count
         self.executor.pause_reason = continuation.pause_reason
+
+    def _agent(self, registration: AgentRegistration, input: AgentWorkflowInput) -> Agent[Any]:
+        """The registered agent, with the run's overrides (a model it does not allow fails
+        the run at once, before any activity)."""
+        try:
+            return registration.agent_for(input.overrides)
+        except AgentError as error:
+            raise self._failed(error) from error
+
+    async def _fork(
+        self, input: AgentWorkflowInput, controller: RunController
+    ) -> tuple[AgentRunState, Coroutine[Any, Any, AgentRunState]]:
+        """A fork's first state is another run's checkpoint: `load_checkpoint` reads it
+        (a bad source fails the fork there, before any model or tool activity), then the
+        fork resumes from it as a continued-as-new run does, as a run of its own."""
+        if problem := input.problem():
+            raise self._failed(InvalidInput(problem))
+        source = input.resume_from
+        assert source is not None
+        try:
+            loaded: LoadedCheckpoint = await workflow.execute_activity(
+                "load_checkpoint",
+                LoadCheckpointInput(agent=input.agent, resume_from=source),
+                result_type=LoadedCheckpoint,
+                summary=f"load_checkpoint · {source.describe()}",
+                start_to_close_timeout=LOAD_TIMEOUT,
+                retry_policy=LOAD_RETRIES,
+            )
+        except ActivityError as error:
+            raise self._failed(fork_failure(error)) from error
+        origin = loaded.origin
+        self.forked_from = origin
+        instructions = input.overrides.instructions if input.overrides else None
+        try:
+            drive = controller.resume(
+                loaded.checkpoint,
+                stream_start=0,
+                instructions=instructions,
+                run_id=new_id(WorkflowIdSource(), "run"),
+            )
+        except AgentError as error:
+            raise self._failed(error) from error
+        loop = controller.loop
+        assert loop is not None
+        self.executor.latest = loaded.checkpoint.model_copy(update={"state": loop.state.snapshot()})
+        loop.emit(
+            "forked",
+            None,
+            workflow_id=origin.workflow_id,
+            workflow_run_id=origin.run_id,
+            index=origin.index,
+            checkpoint_id=origin.checkpoint_id,
+            node=origin.node.value,
+            run_step=origin.run_step,
+            source_run_id=loaded.checkpoint.run_id,
+        )
+        workflow.logger.info("forked", extra={"source": source.describe(), "node": origin.node})
+        return loop.state, drive
 
     def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
         try:
@@ -563,6 +642,7 @@ class AgentWorkflow:
             checkpoint_count=self.executor.checkpoint_count,
             continued_as_new=self.earlier_runs,
             steering=list(state.pending_steering) if state else [],
+            forked_from=self.forked_from,
         )
 
     @workflow.query
@@ -584,6 +664,35 @@ class AgentWorkflow:
     @workflow.query
     def latest_checkpoint(self) -> AgentCheckpoint | None:
         return self.executor.latest
+
+    @workflow.query
+    def checkpoint_at(self, query: CheckpointQuery) -> CheckpointLookup:
+        """One boundary's whole checkpoint, for forks: by index over the chain, by id, or
+        (neither) the latest a run can go on from, i.e. not a `run_failed`. `checkpoint`
+        is None when this run did not record it; `previous_run_id` names the run to ask."""
+        executor = self.executor
+        first = executor.earlier_checkpoints
+        count = len(executor.evidence)
+        position: int | None
+        if query.checkpoint_id is not None:
+            position = executor.position_of(query.checkpoint_id)
+        elif query.index is not None:
+            inside = first <= query.index < first + count
+            position = query.index - first if inside else None
+        else:
+            failed = AgentExecutionNode.RUN_FAILED
+            resumable = [i for i, e in enumerate(executor.evidence) if e.node is not failed]
+            position = resumable[-1] if resumable else None
+        info = workflow.info()
+        return CheckpointLookup(
+            agent=self.input.agent,
+            run_id=info.run_id,
+            checkpoint=executor.recorded(position) if position is not None else None,
+            index=first + position if position is not None else None,
+            first_index=first,
+            count=count,
+            previous_run_id=info.continued_run_id,
+        )
 
     @workflow.query
     def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:

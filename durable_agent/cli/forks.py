@@ -1,0 +1,139 @@
+"""Time travel from the shell: `fork` (a new run from any recorded boundary) and `retry`
+(a failed run again from the boundary before its failure)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from durable_agent import ModelSettings
+from durable_agent.temporal.client import AgentRunHandle
+
+from .context import EPILOG, EXIT_OK, JSON_OBJECT, Settings, connection_options
+from .output import RunReport, dump_line, err, out
+from .runs import _finish
+
+__all__ = ["fork", "retry"]
+
+
+def _checkpoint(value: str | None) -> int | str | None:
+    """`--at 12` is an index, `--at ckpt_...` a checkpoint id."""
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else value
+
+
+def _settings(value: dict[str, Any] | None) -> ModelSettings | None:
+    if value is None:
+        return None
+    try:
+        return ModelSettings.model_validate(value)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise click.BadParameter(f"not valid model settings ({problems})") from None
+
+
+async def _started(
+    settings: Settings, handle: AgentRunHandle, source: str, note: str, wait: bool
+) -> int:
+    """Prints the new run's id (stdout) and how to follow it, then waits if asked."""
+    if settings.json:
+        dump_line({"workflow_id": handle.id, "run_id": handle.run_id, "source": source})
+    else:
+        out(handle.id)
+        err(note)
+    if not wait:
+        if not settings.json:
+            err(f"follow it with: durable-agent status {handle.id}")
+        return EXIT_OK
+    return await _finish(handle, settings, RunReport(workflow_id=handle.id, run_id=handle.run_id))
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.option(
+    "--at",
+    metavar="N|CHECKPOINT_ID",
+    help="the boundary to start from: its # in `durable-agent checkpoints ID` or its id "
+    "(default: the latest one a run can go on from)",
+)
+@click.option(
+    "--id", "new_id", metavar="NEW_ID", help="the fork's workflow id (default ID-fork-XXXXXX)"
+)
+@click.option("--model", metavar="NAME", help="try it with another of the agent's allowed models")
+@click.option(
+    "--settings",
+    "model_settings",
+    type=JSON_OBJECT,
+    help="model settings, e.g. '{\"temperature\": 0}'",
+)
+@click.option("--instructions", metavar="TEXT", help="replace the agent's instructions")
+@click.option("--wait", is_flag=True, help="wait for the fork and print its output")
+@connection_options(group=False)
+@click.pass_obj
+def fork(
+    settings: Settings,
+    workflow_id: str,
+    at: str | None,
+    new_id: str | None,
+    model: str | None,
+    model_settings: dict[str, Any] | None,
+    instructions: str | None,
+    wait: bool,
+) -> Awaitable[int]:
+    """Start a new run from a checkpoint of run ID (running or ended; ID is not touched).
+
+    The fork does that boundary's work and goes on: no model request or tool call recorded
+    before it is sent again. Prints the fork's workflow id; a bad --at fails the fork at
+    once (with --wait: exit 1 and the reason)."""
+    checkpoint = _checkpoint(at)
+    overrides = _settings(model_settings)
+
+    async def start() -> int:
+        source = (await settings.connect()).get(workflow_id)
+        handle = await source.fork(
+            checkpoint,
+            new_id,
+            model=model,
+            model_settings=overrides,
+            instructions=instructions,
+        )
+        where = (
+            f"#{checkpoint}"
+            if isinstance(checkpoint, int)
+            else checkpoint or "its latest checkpoint"
+        )
+        return await _started(
+            settings, handle, workflow_id, f"forked {workflow_id} at {where}", wait
+        )
+
+    return start()
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.option("--wait", is_flag=True, help="wait for the retried run and print its output")
+@connection_options(group=False)
+@click.pass_obj
+def retry(settings: Settings, workflow_id: str, wait: bool) -> Awaitable[int]:
+    """Start failed run ID again from the boundary before its failure (after fixing a tool
+    or raising a limit): only the work that failed is done again.
+
+    It runs under the same workflow id when the server allows a new run of it, else under
+    a new id, which is printed (as always) and named on stderr."""
+
+    async def start() -> int:
+        handle = await (await settings.connect()).get(workflow_id).retry()
+        if handle.id == workflow_id:
+            note = f"retrying {workflow_id} from the boundary before its failure"
+        else:
+            note = (
+                f"the server refused a new run of {workflow_id} (its id reuse policy); "
+                f"retrying it as {handle.id}"
+            )
+        return await _started(settings, handle, workflow_id, note, wait)
+
+    return start()
