@@ -8,6 +8,7 @@
     durable-agent fork agent-researcher-5e6f7a8b --at 12 --model strong
     durable-agent retry agent-researcher-5e6f7a8b
     durable-agent list --status waiting
+    durable-agent watch agent-deployer-1a2b3c4d
     durable-agent worker --agents my_agents
     durable-agent inbox --users inbox-users.toml
 
@@ -46,7 +47,7 @@ from durable_agent.temporal.client import (
 )
 from durable_agent.temporal.worker import exit_process
 
-from . import decisions, forks, runs
+from . import decisions, forks, runs, watch
 from .context import (
     EPILOG,
     EXIT_CONNECT,
@@ -101,6 +102,7 @@ for command in (
     forks.retry,
     runs.checkpoints,
     runs.list_runs,
+    watch.watch,
     worker,
     inbox,
 ):

@@ -52,8 +52,15 @@ class CallView:
     tool_name: str
     arguments: Any = None
     state: str = "running"
-    """running, returned, failed, waiting for approval, deferred, denied"""
+    """running, returned, failed, waiting for approval, deferred, approved/denied by ..."""
     result: str | None = None
+    decision: str | None = None
+    """Who decided it ("approved by alice"), kept once the call runs."""
+
+    def shown_state(self) -> str:
+        if self.decision and self.decision != self.state:
+            return f"{self.state} ({self.decision})"
+        return self.state
 
 
 @dataclass
@@ -159,11 +166,12 @@ class RunView:
         if call is None:
             return
         if kind == "deferred_result":
-            call.state = f"result delivered ({data.get('status')})"
+            call.decision = f"result delivered ({data.get('status')})"
         elif data.get("approved"):
-            call.state = f"approved by {data.get('decided_by') or '?'}"
+            call.decision = f"approved by {data.get('decided_by') or '?'}"
         else:
-            call.state = f"denied by {data.get('decided_by') or '?'}: {data.get('reason')}"
+            call.decision = f"denied by {data.get('decided_by') or '?'}: {data.get('reason')}"
+        call.state = call.decision
 
     def _status(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "waiting":
@@ -247,7 +255,7 @@ class RunView:
                 call.tool_call_id,
                 call.tool_name,
                 _short(call.arguments),
-                call.state,
+                call.shown_state(),
                 _short(call.result) if call.result is not None else "",
             )
         return table

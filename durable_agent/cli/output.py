@@ -216,10 +216,14 @@ def _calls_lines(title: str, calls: list[PendingApprovalView]) -> list[tuple[str
 # -- tables ---------------------------------------------------------------------------------
 
 
-def checkpoint_table(evidence: Sequence[AgentResumeEvidence]) -> None:
+def checkpoint_table(
+    evidence: Sequence[AgentResumeEvidence], indexes: Sequence[int] | None = None
+) -> None:
+    """One row per boundary; `indexes` number them over a continue-as-new chain."""
+    numbers = list(indexes) if indexes is not None else list(range(len(evidence)))
     rows = [
         [
-            str(index),
+            str(numbers[index]),
             item.node.value,
             str(item.run_step),
             item.status.value,

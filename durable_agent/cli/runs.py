@@ -263,17 +263,23 @@ async def _status_view(handle: AgentRunHandle, *, closed: bool) -> AgentStatusVi
 @connection_options(group=False)
 @click.pass_obj
 def checkpoints(settings: Settings, workflow_id: str) -> Awaitable[int]:
-    """List the checkpoint boundaries run ID has passed, in order (this workflow run's;
-    runs before a continue-as-new are not included yet)."""
+    """List every checkpoint boundary run ID has passed, in order, across continue-as-new
+    (# counts over the whole run). Boundaries held by an earlier run that retention has
+    deleted are named on stderr instead of shown."""
 
     async def show() -> int:
-        evidence = await (await settings.connect()).get(workflow_id).checkpoints()
+        chain = await (await settings.connect()).get(workflow_id).checkpoint_chain()
         if settings.json:
-            dump(evidence)
-        elif not evidence:
+            dump(chain.checkpoints)
+        elif not chain.checkpoints:
             out("no checkpoints yet")
         else:
-            checkpoint_table(evidence)
+            checkpoint_table(chain.checkpoints, chain.indexes)
+        for gone in chain.missing:
+            err(
+                f"note: checkpoints {gone.first}-{gone.last} cannot be shown: run "
+                f"{gone.run_id} that held them no longer exists (namespace retention)"
+            )
         return EXIT_OK
 
     return show()

@@ -1,0 +1,135 @@
+"""`durable-agent watch ID [--from SEQ] [--json]`: follow a run live, until it ends.
+
+On a terminal it keeps one view up to date (`RunView`: node, step, the model's text as it
+streams, tool calls and results, calls waiting for a human with the commands that decide
+them); elsewhere it prints one line per step of the run. `--json` prints every record as
+one JSON line, for scripts (resume one after a disconnect with `--from LAST+1`). It reads
+the run's stream with queries, so watching adds nothing to the run's history.
+
+Exit codes: 0 when the run completed, 1 when it failed, was cancelled or terminated, or
+when `--from` is past the end of a run that has ended; 2 for a negative `--from`; 3 for an
+unknown workflow id; 1 for a workflow that is not an agent run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable
+
+import click
+from rich.console import Console
+from rich.live import Live
+
+from durable_agent.stream import AgentStreamRecord
+from durable_agent.temporal.client import AgentRunError, AgentRunHandle
+
+from .context import EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options
+from .live import RunView
+from .output import compact, dump_line, err, out
+
+__all__ = ["watch"]
+
+REFRESH_PER_SECOND = 10
+ENDED_OK = frozenset({"completed"})
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.option(
+    "--from",
+    "from_seq",
+    type=click.IntRange(min=0),
+    metavar="SEQ",
+    help="start at record SEQ (default 0: the whole run so far)",
+)
+@connection_options(group=False)
+@click.pass_obj
+def watch(settings: Settings, workflow_id: str, from_seq: int | None) -> Awaitable[int]:
+    """Follow run ID live, until it ends: its steps, tool calls, the model's text as it is
+    written, and the calls waiting for a human (with the command to approve them). A run
+    that has ended is replayed. --json prints one stream record per line."""
+
+    async def follow() -> int:
+        handle = (await settings.connect()).get(workflow_id)
+        view = RunView(workflow_id)
+        if from_seq:
+            await _seed(handle, view, from_seq)
+        after = from_seq - 1 if from_seq else None
+        if settings.json:
+            async for record in handle.stream(after):
+                view.apply(record)
+                dump_line(record)
+        else:
+            await _show(handle, view, after)
+        return await _ended(handle, view, from_seq)
+
+    return follow()
+
+
+async def _seed(handle: AgentRunHandle, view: RunView, from_seq: int) -> None:
+    """A watch from a later seq starts from the run's current state, and says so when it
+    will have to wait for that seq."""
+    try:
+        view.seed(await handle.status())
+    except AgentRunError as error:
+        err(f"note: {error.message}")
+    position = await handle.stream_position()
+    description = await handle.describe()
+    if from_seq > position and description.close_time is None:
+        err(f"waiting for seq {from_seq}: the run's last record so far is seq {position - 1}")
+
+
+async def _show(handle: AgentRunHandle, view: RunView, after: int | None) -> None:
+    console = Console(file=sys.stdout, highlight=False)
+    if not console.is_terminal:
+        async for record in handle.stream(after):
+            view.apply(record)
+            line = _line(view, record)
+            if line:
+                out(line)
+        return
+    with Live(view.render(), console=console, refresh_per_second=REFRESH_PER_SECOND) as live:
+        async for record in handle.stream(after):
+            view.apply(record)
+            live.update(view.render())
+
+
+def _line(view: RunView, record: AgentStreamRecord) -> str | None:
+    """One line per thing a log reader wants (deltas are shown whole, at the response)."""
+    data = record.data
+    kind = record.kind
+    prefix = f"[{record.seq}]"
+    if kind == "model_response":
+        text = view.text(int(data.get("run_step", 0)))
+        return f"{prefix} step {data.get('run_step')}: {text}" if text else None
+    if kind == "tool_call":
+        arguments = compact(data.get("arguments"))
+        return f"{prefix} tool {data.get('tool_name')} {data.get('tool_call_id')} {arguments}"
+    if kind == "tool_return":
+        return f"{prefix} -> {data.get('tool_call_id')}: {data.get('content')}"
+    if kind == "approval_requested":
+        call = data.get("tool_call_id")
+        return (
+            f"{prefix} waiting for approval of {data.get('tool_name')} {call} "
+            f"{compact(data.get('arguments'))}: durable-agent approve {view.workflow_id} {call}"
+        )
+    if kind == "approval_decided":
+        verdict = "approved" if data.get("approved") else "denied"
+        return f"{prefix} {data.get('tool_call_id')} {verdict} by {data.get('decided_by') or '?'}"
+    if kind in ("suspended", "resumed", "run_cancelled", "model_retry", "deferred_result"):
+        return f"{prefix} {kind} {compact(data) if data else ''}".rstrip()
+    if kind == "run_complete":
+        return f"{prefix} completed: {compact(data.get('output'))}"
+    if kind == "run_failed":
+        return f"{prefix} failed: {data.get('kind')}: {data.get('message')}"
+    return None
+
+
+async def _ended(handle: AgentRunHandle, view: RunView, from_seq: int | None) -> int:
+    """0 if the run completed; the server's word on how it ended wins over the records
+    (a terminated run publishes nothing about it)."""
+    if from_seq and view.last_seq < from_seq:
+        err(f"run {handle.id} has ended; there is nothing from seq {from_seq} on")
+    description = await handle.describe()
+    ended = description.status.name.lower() if description.status else "unknown"
+    return EXIT_OK if ended in ENDED_OK else EXIT_REJECTED
