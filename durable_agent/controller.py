@@ -27,7 +27,7 @@ from .state import AgentRunState, RunStatus
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["MAX_PROMPT_CHARS", "RunController", "steering_problem"]
+__all__ = ["MAX_PROMPT_CHARS", "RunController", "prompt_problem", "steering_problem"]
 
 MAX_PROMPT_CHARS = 1_000_000
 """Longer prompts are refused: large documents belong behind a tool, not in every request."""
@@ -44,6 +44,15 @@ def check_prompt(prompt: object) -> str:
             "allowed; send large documents through a tool instead"
         )
     return prompt
+
+
+def prompt_problem(prompt: object) -> str | None:
+    """Why `prompt` cannot start a run (or a session's next turn), or None."""
+    try:
+        check_prompt(prompt)
+    except UserError as error:
+        return error.message
+    return None
 
 
 def steering_problem(message: object) -> str | None:
@@ -92,10 +101,15 @@ class RunController:
             status=RunStatus.RUNNING,
         )
 
-    def start(self, state: AgentRunState) -> Coroutine[Any, Any, AgentRunState]:
+    def start(
+        self, state: AgentRunState, *, stream_start: int = 0
+    ) -> Coroutine[Any, Any, AgentRunState]:
         """Each of these three sets up `loop` at once and returns the drive to await, so a
-        caller (the workflow's queries) sees the run's live state from the start."""
-        loop = self._loop(state, stream_start=0)
+        caller (the workflow's queries) sees the run's live state from the start.
+
+        `stream_start` numbers the records on from an earlier turn's (a session's next
+        turn is a new run in the same stream)."""
+        loop = self._loop(state, stream_start=stream_start)
         loop.emit("run_start", None, conversation_id=state.conversation_id, agent=self.agent.name)
         return loop.drive(AgentExecutionNode.RUN_START)
 
@@ -173,6 +187,12 @@ class RunController:
                 "start a new one with the message as its prompt"
             )
         loop.steer(message)
+
+    def attach(self, state: AgentRunState, *, stream_start: int) -> AgentLoop:
+        """Makes `state` the current run without driving it: a session between turns keeps
+        its last turn (or, before the first, its conversation so far) where its queries and
+        records find it while it waits for the next prompt."""
+        return self._loop(state, stream_start=stream_start)
 
     # -- checks on what humans send, shared by both drivers ---------------------------------
 

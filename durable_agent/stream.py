@@ -41,6 +41,8 @@ StreamKind = Literal[
     "run_start",
     "forked",
     "steered",
+    "awaiting_prompt",
+    "session_ended",
     "node_start",
     "node_complete",
     "checkpoint",

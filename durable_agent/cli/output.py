@@ -196,6 +196,13 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
         origin = view.forked_from
         where = f"{origin.node.value}, step {origin.run_step}, {origin.checkpoint_id}"
         lines.append(("forked from", f"{origin.workflow_id} #{origin.index}  ({where})"))
+    if view.session:
+        session = view.session
+        state = "awaiting the next prompt" if session.awaiting_prompt else "in a turn"
+        if session.ending:
+            state = "ending"
+        until = f", ends at {_time(session.idle_expires_at)}" if session.idle_expires_at else ""
+        lines.append(("session", f"{session.turns} turn(s) answered, {state}{until}"))
     lines += _calls_lines("pending approvals", view.pending_approvals)
     lines += _calls_lines("deferred calls", view.deferred_calls)
     return lines

@@ -15,7 +15,12 @@ from durable_agent.temporal.client import (
     RunFailed,
     list_query,
 )
-from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, PendingApprovalView
+from durable_agent.temporal.wire import (
+    AWAITING_PROMPT,
+    AgentStatusView,
+    AgentWorkflowResult,
+    PendingApprovalView,
+)
 
 from .context import (
     APPROVAL_SECONDS,
@@ -289,7 +294,12 @@ def checkpoints(settings: Settings, workflow_id: str) -> Awaitable[int]:
 
 
 @click.command("list", epilog=EPILOG)
-@click.option("--status", "run_status", type=click.Choice([s.value for s in RunStatus]))
+@click.option(
+    "--status",
+    "run_status",
+    type=click.Choice([*(s.value for s in RunStatus), AWAITING_PROMPT]),
+    help="only runs in this status (awaiting_prompt: sessions waiting for their next prompt)",
+)
 @click.option("--agent", metavar="NAME", help="only runs of this agent")
 @click.option("--forked-from", metavar="ID", help="only the forks and retries of run ID")
 @click.option("--limit", type=POSITIVE_INT, default=20, show_default=True)

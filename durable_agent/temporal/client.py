@@ -40,6 +40,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
 )
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -60,12 +61,15 @@ from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 from .signing import ApprovalKeys, sign_signal
 from .storage import StorageConfigError
 from .wire import (
+    AWAITING_PROMPT,
     AgentStatusView,
     AgentWorkflowInput,
     AgentWorkflowResult,
     ApprovalSignal,
     DeferredResultSignal,
+    EndSessionSignal,
     HistoryPageQuery,
+    PromptRequest,
     ResumeFrom,
     ResumeSignal,
     SteerSignal,
@@ -106,9 +110,11 @@ BUSY_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Waits before each retry of a call the server refused with RESOURCE_EXHAUSTED (e.g. more
 than ~10 updates in flight on one workflow): bounded, so a stuck workflow still ends the
 call. The SDK has already retried a few times itself before it gives us the refusal."""
-UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering message"})
+UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering message", "prompt"})
 """The actions sent as workflow updates (named so in messages)."""
-OPEN_STATUSES = frozenset({"starting", "running", "waiting"})
+OPEN_STATUSES = frozenset({"starting", "running", "waiting", AWAITING_PROMPT})
+SESSION_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+"""Waits before sending a prompt again to a session that was continuing as new."""
 SUMMARY_PROMPT_CHARS = 60
 RETRY_DROPPED_FIELDS = frozenset(
     {"agent", "prompt", "message_history", "conversation_id", "continuation", "resume_from"}
@@ -247,7 +253,7 @@ def list_query(
 
 def _status_value(status: RunStatus | str) -> str:
     value = status.value if isinstance(status, RunStatus) else status
-    known = [s.value for s in RunStatus]
+    known = [*(s.value for s in RunStatus), AWAITING_PROMPT]
     if value not in known:
         raise ValueError(f"unknown run status {value!r}; expected one of {', '.join(known)}")
     return value
@@ -281,6 +287,8 @@ def _summary(agent: str, prompt: str, source: ResumeFrom | None = None) -> str:
     if source is not None:
         return f"agent `{agent}`: fork of {source.describe()}"
     line = " ".join(prompt.split())
+    if not line:
+        return f"agent `{agent}`: session"
     if len(line) > SUMMARY_PROMPT_CHARS:
         line = line[: SUMMARY_PROMPT_CHARS - 1].rstrip() + "…"
     return f"agent `{agent}`: {line}"
@@ -702,6 +710,52 @@ class AgentRunHandle:
         message or a run that is neither running nor waiting."""
         request = SteerSignal(message=message)
         return await self._update("steering message", AgentWorkflow.steer_run, request)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def send_prompt(self, prompt: str) -> AgentWorkflowResult:
+        """A session's next turn (`send_prompt` update): waits, without a timeout once the
+        session has taken it, for that turn's result.
+
+        `Rejected` (`invalid_prompt`) for an empty prompt, a run that is not a session, a
+        session busy with a turn or ending; `RunFailed` (`turn_failed: ...`) when the turn
+        fails, and the session with it. A session that is just continuing as new between
+        two turns is asked again after a moment."""
+        request = PromptRequest(prompt=prompt)
+
+        def send() -> Awaitable[Any]:
+            return self.handle.start_update(
+                AgentWorkflow.send_prompt, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            )
+
+        for delay in (*SESSION_RETRY_DELAYS, None):
+            try:
+                update = await self._act("prompt", send)
+                result: AgentWorkflowResult = await update.result()
+                return result
+            except RunClosed as error:
+                if error.execution_status != "running" or delay is None:
+                    raise  # "running": the update reached the run that just continued
+            except WorkflowUpdateFailedError as error:
+                cause = error.cause
+                kind = cause.type if isinstance(cause, ApplicationError) else None
+                message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+                if kind == "turn_failed":
+                    raise RunFailed(self.id, f"{kind}: {message}") from error
+                if kind != "session_continuing" or delay is None:
+                    raise Rejected(self.id, message, kind) from None
+            except RPCError as error:
+                raise await self._explain("prompt", error) from None
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def end_session(self) -> None:
+        """Ends a session once its current turn has answered (the `end_session` signal);
+        `result()` then returns the last turn's result."""
+        signal = EndSessionSignal()
+        await self._act(
+            "end session", lambda: self.handle.signal(AgentWorkflow.end_session, signal)
+        )
 
     # -- time travel ------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from durable_agent.nodes import (
 )
 
 __all__ = [
+    "AWAITING_PROMPT",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
     "MAX_PROMPT_CHARS",
     "AgentStatusView",
@@ -45,6 +46,10 @@ __all__ = [
     "HistorySegment",
     "ApprovalSignal",
     "DeferredResultSignal",
+    "EndSessionSignal",
+    "PromptRequest",
+    "SessionCarry",
+    "SessionView",
     "HistoryPageQuery",
     "HistoryRef",
     "ListToolsActivityInput",
@@ -127,6 +132,18 @@ class ForkOrigin(BaseModel):
     run_step: int
 
 
+class SessionCarry(BaseModel):
+    """What a session run carries into its continue-as-new successor."""
+
+    turn: int = 0
+    """The turns started so far."""
+    answered: int = 0
+    """The turns that have finished."""
+    between_turns: bool = False
+    """It continued after a turn: the successor waits for the next prompt instead of
+    driving the checkpoint (the last turn's `run_complete`) again."""
+
+
 class Continuation(BaseModel):
     """What a run carries into its continue-as-new successor.
 
@@ -151,6 +168,8 @@ class Continuation(BaseModel):
     """How many runs of this workflow came before the successor."""
     forked_from: ForkOrigin | None = None
     """For a fork or retry: the boundary its first run started from."""
+    session: SessionCarry | None = None
+    """For a session run: its turns, and whether it continued between two of them."""
     stream: WorkflowStreamState | None = None
     """The Workflow Stream's state, with its log emptied: the successor's stream goes on at
     offset `stream_seq` (an offset is a record's seq), so history does not carry the
@@ -159,6 +178,9 @@ class Continuation(BaseModel):
     """Every earlier run of the chain, oldest first (a few ids, not their checkpoints)."""
 
 
+AWAITING_PROMPT = "awaiting_prompt"
+"""The `AgentStatus` (and `status`) of a session that waits for its next prompt: not a
+human's decision, so it is not listed among the runs `waiting` for one."""
 MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
 """A year and a day: the longest wait for a human a run may set. Far longer ones overflow
 Temporal's timers."""
@@ -182,6 +204,12 @@ class AgentWorkflowInput(BaseModel):
     that boundary's work and goes on, redoing nothing recorded before it."""
     overrides: AgentOverrides | None = None
     """Another of the agent's allowed models, model settings or instructions for this run."""
+    session: bool = False
+    """After a turn completes, wait for the next prompt (`send_prompt`) and go on with the
+    same conversation, until `end_session` or `idle_timeout_seconds`. With an empty
+    `prompt` the session waits for its first one."""
+    idle_timeout_seconds: float | None = None
+    """A session waiting this long for its next prompt ends (None: it waits for ever)."""
     continuation: Continuation | None = None
     """Set only by the workflow itself when it continues as new."""
 
@@ -195,6 +223,14 @@ class AgentWorkflowInput(BaseModel):
                 f"approval_timeout_seconds={timeout:g} is out of range; give a number of "
                 f"seconds above 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} (366 days)"
             )
+        idle = self.idle_timeout_seconds
+        if idle is not None and not 0 < idle <= MAX_APPROVAL_TIMEOUT_SECONDS:
+            return (
+                f"idle_timeout_seconds={idle:g} is out of range; give a number of seconds "
+                f"above 0 and at most {MAX_APPROVAL_TIMEOUT_SECONDS} (366 days)"
+            )
+        if idle is not None and not self.session:
+            return "idle_timeout_seconds is for sessions; set session=true too"
         if self.resume_from is not None:
             return self.resume_from.problem()
         return None
@@ -224,6 +260,16 @@ class SteerSignal(BaseModel):
     validator, logged and dropped as a signal), not here, so the refusal can say why."""
 
     message: str = ""
+
+
+class PromptRequest(BaseModel):
+    """The `send_prompt` update: a session's next turn (its validator checks the text)."""
+
+    prompt: str = ""
+
+
+class EndSessionSignal(BaseModel):
+    """The `end_session` signal: the session ends once its current turn has answered."""
 
 
 class ApprovalSignal(BaseModel):
@@ -272,6 +318,18 @@ class PendingApprovalView(BaseModel):
     workflow can validate."""
 
 
+class SessionView(BaseModel):
+    turns: int = 0
+    """Turns answered so far."""
+    awaiting_prompt: bool = False
+    ending: bool = False
+    """`end_session` arrived: no further prompt is taken."""
+    idle_since: datetime | None = None
+    """When it began waiting for the prompt (the workflow's clock)."""
+    idle_expires_at: datetime | None = None
+    """When it ends if no prompt comes (`idle_timeout_seconds`)."""
+
+
 class AgentStatusView(BaseModel):
     agent: str
     status: str
@@ -292,6 +350,8 @@ class AgentStatusView(BaseModel):
     """Steering messages queued for the next model request, not yet sent to the model."""
     forked_from: ForkOrigin | None = None
     """For a fork or a retry: the boundary it started from."""
+    session: SessionView | None = None
+    """For a session run: its turns and whether it waits for the next prompt."""
 
 
 class HistoryPageQuery(BaseModel):

@@ -23,7 +23,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ..agent import Agent
-    from ..controller import RunController, steering_problem
+    from ..controller import RunController, prompt_problem, steering_problem
     from ..errors import AgentError, ConversationTooLarge, ExecutionSuspended, InvalidInput
     from ..executor import AgentCheckpoint, AgentExecutionNode
     from ..hitl import DeferredToolResult, ToolApprovalDecision
@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from .search_attributes import AGENT_NAME, AGENT_STATUS, FORKED_FROM, PENDING_APPROVALS
     from .signing import worker_keys
     from .wire import (
+        AWAITING_PROMPT,
         AgentStatusView,
         AgentWorkflowInput,
         AgentWorkflowResult,
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         CheckpointsView,
         Continuation,
         DeferredResultSignal,
+        EndSessionSignal,
         ForkOrigin,
         HistoryPageQuery,
         HistorySegment,
@@ -60,8 +62,11 @@ with workflow.unsafe.imports_passed_through():
         LoadedCheckpoint,
         ModelDeltaBatch,
         PendingApprovalView,
+        PromptRequest,
         ResumeSignal,
         RunLink,
+        SessionCarry,
+        SessionView,
         SteerSignal,
         SuspendSignal,
         UpdateAccepted,
@@ -137,6 +142,26 @@ class AgentWorkflow:
             input.continuation.forked_from if input.continuation else None
         )
         """For a fork or retry: the boundary it came from (carried across continue-as-new)."""
+        carried = input.continuation.session if input.continuation else None
+        opening = bool(input.prompt.strip() or input.resume_from)
+        self._turn = carried.turn if carried else int(input.session and opening)
+        """A session's turns started so far (the one its input starts, then each prompt's)."""
+        self._answered = carried.answered if carried else 0
+        self._answers: dict[int, AgentWorkflowResult] = {}
+        """Finished turns' results, until the `send_prompt` that asked for them takes them."""
+        self._prompts: list[str] = []
+        self._prompt_updates = 0
+        """`send_prompt` updates waiting for their turn's answer."""
+        self._awaiting_prompt = bool(
+            input.session and (carried.between_turns if carried else not opening)
+        )
+        """Set from the start when the run begins by waiting for a prompt, so a prompt that
+        arrives with its first workflow task is taken."""
+        self._between_turns = False
+        self._ending = False
+        self._idle_since: datetime | None = workflow.now() if self._awaiting_prompt else None
+        self._session_steps = 0
+        """Model requests of this run's earlier turns (for `continue_as_new_after_steps`)."""
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -177,6 +202,8 @@ class AgentWorkflow:
         self.controller = controller
         if continuation is None and input.resume_from is not None:
             state, drive = await self._fork(input, controller)
+        elif continuation is None and input.session and not input.prompt.strip():
+            state, drive = self._open_session(input, controller)
         elif continuation is None:
             if problem := input.problem():
                 raise self._failed(InvalidInput(problem))
@@ -190,6 +217,11 @@ class AgentWorkflow:
             except AgentError as error:
                 raise self._failed(error) from error
             drive = controller.start(state)
+        elif continuation.session is not None and continuation.session.between_turns:
+            state = continuation.checkpoint.state
+            self._restore(continuation)
+            controller.attach(state, stream_start=continuation.stream_seq)
+            drive = _finished(state)
         else:
             state = continuation.checkpoint.state
             self._restore(continuation)
@@ -209,7 +241,13 @@ class AgentWorkflow:
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     workflow.continue_as_new(self._continuation(suspended.checkpoint, runner))
                 if state.status is not RunStatus.WAITING:
-                    break
+                    if not input.session:
+                        break
+                    following = await self._next_turn(state, controller, runner)
+                    if following is None:
+                        break
+                    drive = following
+                    continue
                 await self._wait_for_humans(state)
                 approvals = {
                     a.tool_call_id: self.decisions[a.tool_call_id]
@@ -220,7 +258,12 @@ class AgentWorkflow:
                 self.results.clear()
                 drive = controller.continue_after_hitl(state, approvals, results, announce=False)
         except AgentError as error:
-            raise self._failed(error) from error
+            failure = self._failed(error)
+            if input.session:
+                # A `send_prompt` waiting for this turn gets the failure as its answer.
+                self.stream.detach_pollers()
+                await workflow.wait_condition(workflow.all_handlers_finished)
+            raise failure from error
         except asyncio.CancelledError:
             if self.state is not None:
                 self.state.status = RunStatus.CANCELLED
@@ -233,6 +276,9 @@ class AgentWorkflow:
             # Subscribers waiting in a poll get the last records instead of an abandoned
             # update; runs recorded before the stream never get here.
             await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result(state)
+
+    def _result(self, state: AgentRunState) -> AgentWorkflowResult:
         return AgentWorkflowResult(
             output=state.output,
             structured_output=state.structured_output,
@@ -242,6 +288,154 @@ class AgentWorkflow:
             usage=state.usage,
             run_step=state.run_step,
         )
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _open_session(
+        self, input: AgentWorkflowInput, controller: RunController
+    ) -> tuple[AgentRunState, Coroutine[Any, Any, AgentRunState]]:
+        """A session started without a prompt: its conversation so far, nothing to do yet."""
+        if problem := input.problem():
+            raise self._failed(InvalidInput(problem))
+        ids = WorkflowIdSource()
+        state = AgentRunState(
+            run_id=new_id(ids, "run"),
+            conversation_id=input.conversation_id or new_id(ids, "conv"),
+            message_history=list(input.message_history),
+            metadata=dict(input.metadata),
+            status=RunStatus.COMPLETED,
+        )
+        controller.attach(state, stream_start=0)
+        return state, _finished(state)
+
+    async def _next_turn(
+        self, state: AgentRunState, controller: RunController, runner: ActivityNodeRunner
+    ) -> Coroutine[Any, Any, AgentRunState] | None:
+        """After a session's turn (or before its first): hands the turn's result to the
+        `send_prompt` waiting for it, continues as new if history has grown enough, waits
+        for the next prompt and starts its turn with the whole conversation. None: the
+        session ends (`end_session`, or idle for `idle_timeout_seconds`)."""
+        if self._turn > self._answered:
+            self._answered = self._turn
+            self._answers[self._turn] = self._result(state)
+            self._session_steps += state.run_step - self._start_step
+            self._start_step = state.run_step
+        if self._ending:
+            ended = {"reason": "end_session", "turns": self._answered}
+            self._announce("session_ended", None, ended)
+            self._publish()
+            return None
+        if self._turn_continues_as_new():
+            self._between_turns = True
+            self.stream.detach_pollers()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            assert self.executor.latest is not None
+            workflow.continue_as_new(self._continuation(self.executor.latest, runner))
+        self._awaiting_prompt = True
+        self._idle_since = workflow.now()
+        self._announce("awaiting_prompt", None, {"turns": self._answered})
+        self._publish()
+        idle = self.input.idle_timeout_seconds
+        reason = "end_session"
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._prompts) or self._ending,
+                timeout=timedelta(seconds=idle) if idle else None,
+            )
+        except TimeoutError:
+            self._ending = True
+            reason = "idle_timeout"
+        finally:
+            self._awaiting_prompt = False
+        if not self._prompts:
+            self._announce("session_ended", None, {"reason": reason, "turns": self._answered})
+            self._publish()
+            return None
+        prompt = self._prompts.pop(0)
+        self._turn += 1
+        self._start_step = 0
+        following = controller.new_state(
+            prompt,
+            message_history=state.message_history,
+            conversation_id=state.conversation_id,
+            metadata=self.input.metadata,
+        )
+        return controller.start(following, stream_start=self._stream_seq())
+
+    def _turn_continues_as_new(self) -> bool:
+        """Between turns, as within one: when Temporal suggests it or after the steps set."""
+        if self.executor.latest is None:
+            return False
+        if workflow.info().is_continue_as_new_suggested():
+            return True
+        return self._after_steps is not None and self._session_steps >= self._after_steps
+
+    def _session_carry(self) -> SessionCarry | None:
+        if not self.input.session:
+            return None
+        return SessionCarry(
+            turn=self._turn, answered=self._answered, between_turns=self._between_turns
+        )
+
+    def _session_view(self) -> SessionView | None:
+        if not self.input.session:
+            return None
+        idle = self.input.idle_timeout_seconds
+        since = self._idle_since if self._awaiting_prompt else None
+        return SessionView(
+            turns=self._answered,
+            awaiting_prompt=self._awaiting_prompt,
+            ending=self._ending,
+            idle_since=since,
+            idle_expires_at=since + timedelta(seconds=idle) if since and idle else None,
+        )
+
+    def _prompt_problem(self, prompt: str) -> str | None:
+        if not self.input.session:
+            return "this run is not a session; start one with session=true to send prompts"
+        if self._ending:
+            return "the session is ending (end_session was sent); start a new one"
+        if self._between_turns:
+            return "the session is continuing as new; send the prompt again in a moment"
+        if not self._awaiting_prompt or self._prompts:
+            return (
+                f"the session is busy with turn {self._turn} (status: {self._status()}); wait "
+                "for its answer, or steer it"
+            )
+        return prompt_problem(prompt)
+
+    @workflow.update
+    async def send_prompt(self, request: PromptRequest) -> AgentWorkflowResult:
+        """A session's next turn; answers with that turn's result once it has one."""
+        turn = self._turn + 1
+        self._prompts.append(request.prompt)
+        self._prompt_updates += 1
+        try:
+            await workflow.wait_condition(lambda: turn in self._answers or self.error is not None)
+        finally:
+            self._prompt_updates -= 1
+        answer = self._answers.pop(turn, None)
+        if answer is None:
+            raise ApplicationError(
+                f"turn {turn} failed: {self.error}", type="turn_failed", non_retryable=True
+            )
+        return answer
+
+    @send_prompt.validator
+    def _validate_prompt(self, request: PromptRequest) -> None:
+        if problem := self._prompt_problem(request.prompt):
+            kind = "session_continuing" if self._between_turns else "invalid_prompt"
+            raise ApplicationError(problem, type=kind, non_retryable=True)
+
+    @workflow.signal
+    def end_session(self, *inputs: Any) -> None:
+        if self._signal_input(EndSessionSignal, "end_session", inputs, optional=True) is None:
+            return
+        if not self.input.session:
+            workflow.logger.warning("end_session signal ignored: this run is not a session")
+            return
+        self._ending = True
+        self._publish()
 
     @property
     def state(self) -> AgentRunState | None:
@@ -352,9 +546,12 @@ class AgentWorkflow:
         """Only at `prepare_model_request`: no tool batch or human decision is in flight."""
         if checkpoint.node is not AgentExecutionNode.PREPARE_MODEL_REQUEST:
             return False
+        if self._prompt_updates:
+            # A `send_prompt` waits for this turn's answer: continue after answering it.
+            return False
         if workflow.info().is_continue_as_new_suggested():
             return True
-        steps = checkpoint.run_step - self._start_step
+        steps = self._session_steps + checkpoint.run_step - self._start_step
         return self._after_steps is not None and steps >= self._after_steps
 
     def _continuation(
@@ -379,6 +576,7 @@ class AgentWorkflow:
                     pause_reason=self.executor.pause_reason,
                     carries_history=True,
                     forked_from=self.forked_from,
+                    session=self._session_carry(),
                     earlier_runs=self.earlier_runs + 1,
                     stream=self._stream_handoff(),
                     runs=[*self.earlier_links, self._own_link()],
@@ -537,6 +735,8 @@ class AgentWorkflow:
     def _status(self) -> str:
         if self.error is not None:
             return RunStatus.FAILED.value
+        if self._awaiting_prompt:
+            return AWAITING_PROMPT
         if self.state is None:
             return RunStatus.STARTING.value
         if self.executor.is_suspended:
@@ -643,6 +843,7 @@ class AgentWorkflow:
             continued_as_new=self.earlier_runs,
             steering=list(state.pending_steering) if state else [],
             forked_from=self.forked_from,
+            session=self._session_view(),
         )
 
     @workflow.query
@@ -885,7 +1086,7 @@ class AgentWorkflow:
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         workflow.logger.warning(
             "unknown signal %r ignored; this workflow accepts: approval, deferred_result, "
-            "resume, suspend, steer",
+            "resume, suspend, steer, end_session",
             name,
         )
 
@@ -984,6 +1185,8 @@ class AgentWorkflow:
         status = self._status()
         loop = self.controller.loop if self.controller is not None else None
         if loop is None or status not in (RunStatus.RUNNING.value, RunStatus.WAITING.value):
+            if status == AWAITING_PROMPT:
+                return "the session waits for its next prompt; send it with send_prompt"
             return f"run is {status}; only a running or waiting run can be steered"
         return steering_problem(message)
 
@@ -1012,6 +1215,11 @@ class AgentWorkflow:
     def _validate_steer(self, request: SteerSignal) -> None:
         if problem := self._steering_problem(request.message):
             raise ApplicationError(problem, type="invalid_steering", non_retryable=True)
+
+
+async def _finished(state: AgentRunState) -> AgentRunState:
+    """The drive of a session that has no turn to run yet: it goes straight to waiting."""
+    return state
 
 
 def _stream_state(continuation: Continuation | None) -> WorkflowStreamState | None:
