@@ -66,7 +66,7 @@ def echo_agent(name: str, model: Echo) -> Any:
     )
 
 
-async def _until_status(handle: Any, status: str, timeout: float = 20) -> Any:
+async def until_status(handle: Any, status: str, timeout: float = 20) -> Any:
     deadline = asyncio.get_running_loop().time() + timeout
     while (view := await handle.status()).status != status:
         if asyncio.get_running_loop().time() > deadline:
@@ -81,13 +81,13 @@ async def test_three_turns_a_rejected_prompt_and_end_session(client: Client) -> 
     async with new_worker(client) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "", session=True)
-        idle = await _until_status(session, "awaiting_prompt")
+        idle = await until_status(session, "awaiting_prompt")
         first = await session.send_prompt("hello")
         with pytest.raises(Rejected) as empty:
             await session.send_prompt("   ")
         second = await session.send_prompt("and again")
         third = await session.send_prompt("once more")
-        view = await _until_status(session, "awaiting_prompt")
+        view = await until_status(session, "awaiting_prompt")
         attributes = (await session.describe()).typed_search_attributes
         with pytest.raises(Rejected, match="waits for its next prompt"):
             await session.steer("also this")
@@ -119,10 +119,10 @@ async def test_a_session_continues_as_new_between_turns(client: Client) -> None:
     async with new_worker(client) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "first", session=True)
-        await _until_status(session, "awaiting_prompt")
+        await until_status(session, "awaiting_prompt")
         second = await session.send_prompt("second")
         third = await session.send_prompt("third")
-        view = await _until_status(session, "awaiting_prompt")
+        view = await until_status(session, "awaiting_prompt")
         await session.end_session()
         result = await session.result()
     assert (second.output, third.output) == ("2: second", "3: third")
@@ -139,9 +139,9 @@ async def test_a_turn_waits_for_an_approval_inline(client: Client) -> None:
     async with new_worker(client) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "", session=True)
-        await _until_status(session, "awaiting_prompt")
+        await until_status(session, "awaiting_prompt")
         turn = asyncio.ensure_future(session.send_prompt("deploy"))
-        waiting = await _until_status(session, "waiting")
+        waiting = await until_status(session, "waiting")
         with pytest.raises(Rejected, match="busy with turn 1"):
             await session.send_prompt("meanwhile")
         await session.approve(waiting.pending_approvals[0].tool_call_id, by="alice")
@@ -159,7 +159,7 @@ async def test_idle_timeout_ends_the_session(client: Client) -> None:
     async with new_worker(client) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "hi", session=True, idle_timeout_seconds=1)
-        view = await _until_status(session, "awaiting_prompt")
+        view = await until_status(session, "awaiting_prompt")
         result = await asyncio.wait_for(session.result(), 20)
     assert view.session is not None
     assert view.session.idle_expires_at is not None
@@ -176,9 +176,9 @@ async def test_a_failed_turn_fails_the_session_and_its_prompt(client: Client) ->
     async with new_worker(client) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "", session=True)
-        await _until_status(session, "awaiting_prompt")
+        await until_status(session, "awaiting_prompt")
         turn = asyncio.ensure_future(session.send_prompt("deploy"))
-        waiting = await _until_status(session, "waiting")
+        waiting = await until_status(session, "waiting")
         await session.approve(waiting.pending_approvals[0].tool_call_id)
         with pytest.raises(RunFailed, match=r"turn_failed: turn 1 failed: .*deploys are broken"):
             await turn
@@ -192,7 +192,7 @@ async def test_prompts_to_a_run_that_is_not_a_session_are_refused(client: Client
     async with new_worker(client) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         run = await agents.start(name, "deploy")
-        await _until_status(run, "waiting")
+        await until_status(run, "waiting")
         with pytest.raises(Rejected, match="this run is not a session"):
             await run.send_prompt("hello")
         with pytest.raises(InvalidInput, match="idle_timeout_seconds is for sessions"):

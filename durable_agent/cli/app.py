@@ -7,6 +7,7 @@
     durable-agent steer agent-researcher-5e6f7a8b "also check Rome"
     durable-agent fork agent-researcher-5e6f7a8b --at 12 --model strong
     durable-agent retry agent-researcher-5e6f7a8b
+    durable-agent chat assistant
     durable-agent list --status waiting
     durable-agent watch agent-deployer-1a2b3c4d
     durable-agent worker --agents my_agents
@@ -47,7 +48,7 @@ from durable_agent.temporal.client import (
 )
 from durable_agent.temporal.worker import exit_process
 
-from . import decisions, forks, runs, watch
+from . import chat, decisions, forks, runs, watch
 from .context import (
     EPILOG,
     EXIT_CONNECT,
@@ -98,6 +99,7 @@ for command in (
     decisions.resume,
     decisions.suspend,
     decisions.steer,
+    chat.chat,
     forks.fork,
     forks.retry,
     runs.checkpoints,

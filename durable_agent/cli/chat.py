@@ -1,0 +1,264 @@
+"""`durable-agent chat AGENT` (a new session) and `durable-agent chat --id ID` (back to one).
+
+An interactive conversation on a session run: each line read is the next prompt
+(`send_prompt`); the answer is printed as the model writes it (from the run's stream, so a
+streaming model's text appears as it comes), tool calls are shown as they run, and a call
+that needs approval is asked about inline (`y` approves, anything else denies with that
+text as the reason). `/end` ends the session; end of input (Ctrl-D) leaves it waiting, to
+come back to with `--id`. The session lives on Temporal, not in this process: closing the
+terminal loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncGenerator, Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from durable_agent.stream import AgentStreamRecord
+from durable_agent.temporal.client import AgentRunError, AgentRunHandle, RunFailed
+from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult
+
+from .context import APPROVAL_SECONDS, EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options
+from .output import compact, err, out, output_text
+
+__all__ = ["chat"]
+
+END_COMMANDS = frozenset({"/end"})
+LEAVE_COMMANDS = frozenset({"/quit", "/exit"})
+SETTLE_SECONDS = 5.0
+"""How long, after a turn has answered, the stream may take to deliver its last records."""
+
+
+async def _read(prompt: str) -> str | None:
+    """One line from stdin (None at end of input), without blocking the event loop: the
+    worker of a test, or the stream being followed, keeps running meanwhile."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = await asyncio.to_thread(sys.stdin.readline)
+    return line.rstrip("\n") if line else None
+
+
+@dataclass
+class Turn:
+    """What one turn has printed, so a streamed answer is not printed twice."""
+
+    streamed: set[int] = field(default_factory=set)
+    attempts: dict[int, int] = field(default_factory=dict)
+    printed: bool = False
+    open_line: bool = False
+
+
+class Chat:
+    def __init__(self, handle: AgentRunHandle, by: str | None) -> None:
+        self.handle = handle
+        self.by = by
+        self.position = 0
+        """The seq of the next record not yet shown."""
+
+    async def run(self) -> int:
+        self.position = await self.handle.stream_position()
+        view = await self.handle.status()
+        if view.status != "awaiting_prompt":
+            await self._follow_open_turn(view)
+        while True:
+            line = await _read("you> ")
+            if line is None or line.strip() in LEAVE_COMMANDS:
+                err(
+                    f"\nthe session goes on; come back with: durable-agent chat --id "
+                    f"{self.handle.id} (or end it there with /end)"
+                )
+                return EXIT_OK
+            if line.strip() in END_COMMANDS:
+                await self.handle.end_session()
+                await self.handle.result()
+                err(f"session {self.handle.id} ended")
+                return EXIT_OK
+            if not line.strip():
+                continue
+            try:
+                result = await self._turn(line)
+            except RunFailed as error:
+                err(f"durable-agent: {error.failure}")
+                return EXIT_REJECTED
+            if result is None:
+                return EXIT_REJECTED
+
+    async def _turn(self, prompt: str) -> AgentWorkflowResult | None:
+        answer = asyncio.ensure_future(self.handle.send_prompt(prompt))
+        turn = Turn()
+        try:
+            await self._follow(turn, answer)
+            result = await answer
+        finally:
+            answer.cancel()
+        if not turn.printed:
+            text = output_text(result)
+            if text:
+                out(f"assistant> {text}")
+        return result
+
+    async def _follow_open_turn(self, view: AgentStatusView) -> None:
+        """Reattached during a turn: answer what it waits for, then follow it to its end."""
+        if view.session is None:
+            raise AgentRunError(
+                f"run {self.handle.id!r} is not a session; start one with: durable-agent chat "
+                f"{view.agent}",
+                workflow_id=self.handle.id,
+            )
+        err(f"session {self.handle.id} is in a turn ({view.status}); following it")
+        for pending in view.pending_approvals:
+            if not pending.decided:
+                await self._decide(pending.tool_call_id, pending.tool_name, pending.arguments)
+        await self._follow(Turn(), None)
+
+    async def _follow(self, turn: Turn, answer: asyncio.Future[AgentWorkflowResult] | None) -> None:
+        """Shows the turn's records until it completes or fails; once its answer has come,
+        the stream gets `SETTLE_SECONDS` to deliver the rest."""
+        records = self.handle.stream(self.position - 1 if self.position else None)
+        iterator = aiter(records)
+        following: asyncio.Future[AgentStreamRecord] | None = None
+        try:
+            while True:
+                if following is None:
+                    following = asyncio.ensure_future(anext(iterator))
+                waits: set[asyncio.Future[Any]] = {following}
+                if answer is not None and not answer.done():
+                    waits.add(answer)
+                settle = SETTLE_SECONDS if answer is not None and answer.done() else None
+                done, _ = await asyncio.wait(waits, timeout=settle, return_when="FIRST_COMPLETED")
+                if not done:
+                    break  # answered, and the stream had its moment
+                if following not in done:
+                    assert answer is not None
+                    if answer.exception() is not None:
+                        break
+                    continue
+                try:
+                    record = following.result()
+                except StopAsyncIteration:
+                    break
+                following = None
+                self.position = record.seq + 1
+                if await self._show(turn, record):
+                    break
+        finally:
+            if following is not None:
+                following.cancel()
+                await asyncio.gather(following, return_exceptions=True)
+            if isinstance(records, AsyncGenerator):
+                await records.aclose()
+        if turn.open_line:
+            out()
+
+    async def _show(self, turn: Turn, record: AgentStreamRecord) -> bool:
+        """Prints one record of the turn; True once the turn has ended."""
+        data = record.data
+        kind = record.kind
+        if kind == "model_delta" and data.get("part") == "text":
+            step = int(data.get("run_step", 0))
+            attempt = int(data.get("attempt", 1))
+            if turn.attempts.get(step, attempt) < attempt:
+                sys.stdout.write("\n[retrying] ")
+            turn.attempts[step] = attempt
+            if step not in turn.streamed:
+                sys.stdout.write("assistant> ")
+                turn.streamed.add(step)
+            sys.stdout.write(str(data.get("text", "")))
+            sys.stdout.flush()
+            turn.printed = turn.open_line = True
+        elif kind == "model_response":
+            step = int(data.get("run_step", 0))
+            text = str(data.get("text") or "")
+            if step in turn.streamed:
+                out()
+                turn.open_line = False
+            elif text:
+                out(f"assistant> {text}")
+                turn.printed = True
+        elif kind == "tool_call":
+            err(f"  · tool {data.get('tool_name')} {compact(data.get('arguments'))}")
+        elif kind == "approval_requested":
+            await self._decide(
+                str(data.get("tool_call_id")), str(data.get("tool_name")), data.get("arguments")
+            )
+        elif kind == "run_failed":
+            err(f"  · the turn failed: {data.get('kind')}: {data.get('message')}")
+            return True
+        elif kind == "run_complete":
+            return True
+        return False
+
+    async def _decide(self, call_id: str, tool: str, arguments: object) -> None:
+        who = f" as {self.by}" if self.by else ""
+        line = await _read(
+            f"  · tool {tool} {compact(arguments)} needs approval{who}: y to approve, "
+            "anything else denies (the text is the reason)> "
+        )
+        reply = (line or "").strip()
+        try:
+            if reply.lower() in ("y", "yes"):
+                await self.handle.approve(call_id, by=self.by)
+                err(f"  · approved {call_id}")
+            else:
+                reason = reply or "denied in chat"
+                await self.handle.deny(call_id, reason, by=self.by)
+                err(f"  · denied {call_id}: {reason}")
+        except AgentRunError as error:
+            err(f"  · {error.message}")
+
+
+@click.command(epilog=EPILOG)
+@click.argument("agent", required=False)
+@click.option("--id", "workflow_id", metavar="ID", help="reattach to session ID instead")
+@click.option(
+    "--idle-timeout",
+    type=APPROVAL_SECONDS,
+    help="end a new session after this many seconds without a prompt",
+)
+@click.option(
+    "--by",
+    metavar="NAME",
+    default=lambda: os.environ.get("USER"),
+    help="who decides approvals asked inline (default $USER)",
+)
+@connection_options(group=False)
+@click.pass_obj
+def chat(
+    settings: Settings,
+    agent: str | None,
+    workflow_id: str | None,
+    idle_timeout: float | None,
+    by: str | None,
+) -> Awaitable[int]:
+    """Chat with AGENT on a new session, or with --id ID on an existing one.
+
+    Each line is a prompt; the answer streams in. /end ends the session, Ctrl-D or /quit
+    leaves it waiting (come back with --id)."""
+    if agent is None and workflow_id is None:
+        raise click.UsageError("give AGENT to start a session, or --id ID to reattach to one")
+
+    async def talk() -> int:
+        agents = await settings.connect()
+        if workflow_id is not None:
+            handle = agents.get(workflow_id)
+            view = await handle.status()
+            if agent is not None and view.agent != agent:
+                raise click.BadParameter(
+                    f"session {workflow_id!r} is a session of agent {view.agent!r}, not {agent!r}",
+                    param_hint="'AGENT'",
+                )
+            turns = view.session.turns if view.session else 0
+            err(f"session {workflow_id} ({view.agent}, {turns} turn(s) so far)")
+        else:
+            assert agent is not None
+            handle = await agents.start(agent, "", session=True, idle_timeout_seconds=idle_timeout)
+            err(f"session {handle.id} with {agent}; /end ends it, Ctrl-D leaves it waiting")
+        return await Chat(handle, by).run()
+
+    return talk()
