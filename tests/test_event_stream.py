@@ -312,11 +312,17 @@ async def test_stream_of_bad_targets_and_seqs(client: Client) -> None:
             await asyncio.sleep(0.05)
         ahead = await waiting.stream_position() + 3
         later = asyncio.create_task(_first(waiting.stream(ahead - 1, poll_interval=0.05)))
+        outsider = WorkflowStreamClient.create(client, waiting.id)
+        async with outsider:
+            outsider.topic("events").publish({"seq": 999, "kind": "run_complete"})
         await asyncio.sleep(0.5)
         assert not later.done(), "a seq past the end of a running run is waited for"
         await waiting.resume()
         assert (await asyncio.wait_for(later, 20)).seq == ahead
         await waiting.result()
+        records = await collect(agents, waiting.id)
+    assert seqs(records) == list(range(len(records))), "an outside publish is refused"
+    assert [r.kind for r in records].count("run_complete") == 1
 
 
 async def _first(records: AsyncIterator[AgentStreamRecord]) -> AgentStreamRecord:
@@ -381,3 +387,50 @@ async def test_a_retried_streamed_request_leaves_no_garbled_text(client: Client)
     assert all(FIRST_TRY not in text or text == FIRST_TRY for text in shown)
     assert all(not (text.startswith(FIRST_TRY) and len(text) > len(FIRST_TRY)) for text in shown)
     assert all(RETRIED.startswith(text) for text in shown[shown.index(RETRIED) :])
+
+
+def writer(steps: int, seconds: float) -> Any:
+    """A model that writes a sentence for `seconds` before each tool call, streaming or
+    not (the same response after the same time)."""
+
+    def response(messages: list[ModelMessage]) -> ModelResponse:
+        step = 1 + sum(1 for m in messages if isinstance(m, ModelResponse))
+        if step > steps:
+            return ModelResponse(parts=[TextPart(text="done")])
+        return talking(step)
+
+    async def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await asyncio.sleep(seconds)
+        return response(messages)
+
+    async def streamed(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | ModelDelta | ModelResponse]:
+        final = response(messages)
+        text = "".join(p.text for p in final.parts if isinstance(p, TextPart))
+        for start in range(0, len(text), 6):
+            await asyncio.sleep(seconds / (len(text) / 6))
+            yield text[start : start + 6]
+        yield final
+
+    return FunctionModel(whole, stream_function=streamed)
+
+
+async def test_streaming_with_a_subscriber_keeps_history_within_1_5x_of_streaming_off(
+    client: Client,
+) -> None:
+    steps = 15
+    name = unique("stream-cost")
+    register(AgentBuilder(writer(steps, 0.12)).name(name).tool(lookup).build())
+    agents = AgentClient(client)
+    async with new_worker(client) as worker:
+        on = await agents.start(name, "go", task_queue=worker.task_queue)
+        read = await collect(agents, on.id)
+        off = await agents.start(name, "go", task_queue=worker.task_queue, stream_deltas=False)
+        await off.result()
+        bytes_on = sum(e.ByteSize() for e in (await on.handle.fetch_history()).events)
+        bytes_off = sum(e.ByteSize() for e in (await off.handle.fetch_history()).events)
+    assert streamed_text(read, 3) == "Step 3: let me look that up for you."
+    ratio = bytes_on / bytes_off
+    print(f"\nhistory bytes, streaming on with a subscriber / off: {ratio:.2f}")
+    assert ratio <= 1.5

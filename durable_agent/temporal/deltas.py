@@ -91,10 +91,12 @@ class DeltaPublisher:
             await self._send_next()
 
     async def _flusher(self) -> None:
+        """One batch per wake-up, then a pause: deltas that arrive while a batch is being
+        sent wait for the next one instead of going out in a batch of their own."""
         while True:
             await self._ready.wait()
             self._ready.clear()
-            await self.flush()
+            await self._send_next()
             await asyncio.sleep(self.interval)
 
     async def _send_next(self) -> None:
@@ -102,7 +104,7 @@ class DeltaPublisher:
             if self._pending is None:
                 if not self._buffer:
                     return
-                deltas, self._buffer = self._buffer, []
+                deltas, self._buffer = _joined(self._buffer), []
                 self._pending = ModelDeltaBatch(
                     run_step=self.run_step, attempt=self.attempt, batch=self._next, deltas=deltas
                 )
@@ -131,3 +133,14 @@ class DeltaPublisher:
                     )
                     return
                 await asyncio.sleep(delay)
+
+
+def _joined(deltas: list[ModelDelta]) -> list[ModelDelta]:
+    """Consecutive deltas of one kind as one: a smaller signal for the same text."""
+    out: list[ModelDelta] = []
+    for delta in deltas:
+        if out and out[-1].kind == delta.kind:
+            out[-1] = ModelDelta(kind=delta.kind, text=out[-1].text + delta.text)
+        else:
+            out.append(delta)
+    return out

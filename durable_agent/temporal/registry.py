@@ -89,7 +89,7 @@ class AgentActivityConfig:
     delta_flush_interval: timedelta = DEFAULT_DELTA_FLUSH_INTERVAL
     """How long a streaming `model_request` activity collects deltas before it signals them
     to the workflow (the first delta goes at once). Each batch is one signal and a workflow
-    task in history (~4 events, ~0.7 kB), so this trades how smoothly text appears against
+    task in history (~4 events, ~0.5 kB), so this trades how smoothly text appears against
     how fast history grows while the model writes."""
 
     def __post_init__(self) -> None:

@@ -240,7 +240,14 @@ class StreamReader:
             if run_id in ids and ids[-1] != run_id:
                 return fresh
         # A chain continued before runs named their predecessors: go on with the latest.
-        return [*links, fresh[-1]]
+        latest = await self._ask("describe", lambda: self._run(None).describe())
+        if latest.run_id in (None, run_id):
+            raise AgentRunError(
+                f"run {run_id} of {self.workflow_id!r} continued as new, but no run after it "
+                "has started yet; watch it again in a moment",
+                workflow_id=self.workflow_id,
+            )
+        return [*links, RunLink(run_id=latest.run_id, first_seq=links[-1].first_seq)]
 
     async def _closed(self, run_id: str, want: int, end: int) -> AsyncIterator[AgentStreamRecord]:
         """A run that continued as new: its records from `want` up to `end`."""
