@@ -2,7 +2,9 @@
 
     python -m benchmarks.temporal_bench [--ks 20,100,500] [--repeats N]
         [--throughput-runs 100] [--throughput-steps 10] [--throughput-rounds 2]
-        [--resume-runs 10] [--results benchmarks/RESULTS.md]
+        [--resume-runs 10] [--stream-k 100] [--stream-latency-runs 10]
+        [--results benchmarks/RESULTS.md]
+    python -m benchmarks.temporal_bench --streaming-only   # just the streaming rows
 
 Starts its own dev server (temporary SQLite file, free port, headless) and one in-process
 worker that hosts both workflows, then alternates runs of
@@ -20,6 +22,8 @@ latency, prints a Markdown report and writes it to `benchmarks/RESULTS.md`. The 
 section splits the history bytes by event type, payload and JSON key, and the time per step
 into workflow-task and activity phases (from the server's event timestamps) and process CPU,
 plus the workflow code's own cost from replaying the histories (the slope between two k).
+The streaming rows (`benchmarks/stream_bench.py`) measure the live event stream: the same
+run streaming with one subscriber, not streaming, and a bare loop, plus time to first delta.
 The default run takes about 6-7 minutes on 2 cores.
 """
 
@@ -54,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowHandle, WorkflowHistory
     from temporalio.worker import Replayer, Worker
 
+    from benchmarks import stream_bench
     from durable_agent import (
         AgentBuilder,
         AgentExecutionNode,
@@ -83,6 +88,7 @@ MAX_CONCURRENT_ACTIVITIES = 100
 """The SDK's default, set explicitly; one worker hosts A and B, so both get the same slots."""
 MAX_CONCURRENT_WORKFLOW_TASKS = 100
 RESULTS_FILE = Path(__file__).with_name("RESULTS.md")
+STREAMING_RESULTS_FILE = Path(__file__).with_name("RESULTS-streaming.md")
 COMMAND = "python -m benchmarks.temporal_bench"
 
 # -- B: the bare workflow -----------------------------------------------------------------
@@ -628,6 +634,7 @@ class Report:
     replay: dict[str, float]
     elapsed: float = 0.0
     load: tuple[str, str] = ("n/a", "n/a")
+    streaming: stream_bench.StreamReport | None = None
 
 
 def _ratio(a: float, b: float) -> str:
@@ -759,9 +766,26 @@ def render(report: Report) -> str:
                     f"| {label} | {statistics.median(values) * 1e3:.1f} | "
                     f"{min(values) * 1e3:.1f} | {max(values) * 1e3:.1f} | {len(values)} |"
                 )
+    if report.streaming is not None:
+        lines += stream_bench.render(report.streaming, f"{COMMAND}{_flags(args)}")
     lines += _targets(by_k, growth)
     lines += _diagnosis(report, by_k)
     return "\n".join(lines) + "\n"
+
+
+def render_streaming(report: Report) -> str:
+    """`--streaming-only`: the streaming section alone."""
+    assert report.streaming is not None
+    head = [
+        "# Temporal benchmark: the live event stream",
+        "",
+        f"Date: {report.started:%Y-%m-%d %H:%M} UTC; took {report.elapsed:.0f} s; "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, temporalio "
+        f"{temporalio.__version__}; load average at start/end: {report.load[0]} / "
+        f"{report.load[1]} (shared machine: compare ratios).",
+    ]
+    body = stream_bench.render(report.streaming, f"{COMMAND}{_flags(report.args)}")
+    return "\n".join(head + body) + "\n"
 
 
 def _flags(args: argparse.Namespace) -> str:
@@ -775,9 +799,13 @@ def _flags(args: argparse.Namespace) -> str:
         ("throughput_steps", 10),
         ("throughput_rounds", 2),
         ("resume_runs", 10),
+        ("stream_k", 100),
+        ("stream_latency_runs", 10),
     ):
         if getattr(args, name) != default:
             flags.append(f"--{name.replace('_', '-')} {getattr(args, name)}")
+    if args.streaming_only:
+        flags.append("--streaming-only")
     return "".join(f" {f}" for f in flags)
 
 
@@ -966,19 +994,31 @@ async def amain(args: argparse.Namespace) -> Report:
         async with Worker(
             client,
             task_queue=task_queue,
-            workflows=[BareAgentWorkflow],
-            activities=BARE_ACTIVITIES,
+            workflows=[BareAgentWorkflow, stream_bench.BareTalkingWorkflow],
+            activities=[*BARE_ACTIVITIES, *stream_bench.BARE_TALKING_ACTIVITIES],
             max_concurrent_activities=MAX_CONCURRENT_ACTIVITIES,
             max_concurrent_workflow_tasks=MAX_CONCURRENT_WORKFLOW_TASKS,
         ):
             bench = Bench(client, task_queue, server.process.pid if server.process else None)
             _log("warming up")
             await _alternate(bench, 2, 2)
+            streaming = None
+            if args.stream_k:
+                _log(f"streaming rows at k={args.stream_k}")
+                streaming = await stream_bench.measure(
+                    client,
+                    task_queue,
+                    args.stream_k,
+                    latency_runs=args.stream_latency_runs,
+                    log=_log,
+                )
+            if args.streaming_only:
+                ks = []
             results = []
             for steps in ks:
                 results.append(await _alternate(bench, steps, repeats_for(steps, args.repeats)))
             throughput = None
-            if args.throughput_runs and args.throughput_rounds:
+            if args.throughput_runs and args.throughput_rounds and not args.streaming_only:
                 _log(f"throughput: {args.throughput_runs} x {args.throughput_steps} steps")
                 hits, misses = history_cache.hits, history_cache.misses
                 throughput = Throughput(args.throughput_runs, args.throughput_steps, [], [], 0, 0)
@@ -995,7 +1035,7 @@ async def amain(args: argparse.Namespace) -> Report:
                 throughput.cache_misses = history_cache.misses - misses
             resume_a: list[float] = []
             resume_b: list[float] = []
-            if args.resume_runs:
+            if args.resume_runs and not args.streaming_only:
                 _log(f"resume latency: {args.resume_runs} runs each")
                 for _ in range(args.resume_runs):
                     resume_a += await bench.resume_a(1)
@@ -1005,6 +1045,7 @@ async def amain(args: argparse.Namespace) -> Report:
         server.stop()
         shutil.rmtree(directory, ignore_errors=True)
     report = Report(args, started, results, throughput, resume_a, resume_b, replay)
+    report.streaming = streaming
     report.elapsed = time.perf_counter() - began
     report.load = (load_at_start, _load())
     return report
@@ -1066,14 +1107,28 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
         "--throughput-rounds", type=int, default=2, help="batches of A and of B, alternating"
     )
     parser.add_argument("--resume-runs", type=int, default=10)
-    parser.add_argument("--results", type=Path, default=RESULTS_FILE, help="Markdown output")
-    return parser.parse_args(list(argv) if argv is not None else None)
+    parser.add_argument(
+        "--stream-k", type=int, default=100, help="steps of the streaming rows (0: skip them)"
+    )
+    parser.add_argument(
+        "--stream-latency-runs", type=int, default=10, help="time-to-first-delta runs"
+    )
+    parser.add_argument(
+        "--streaming-only",
+        action="store_true",
+        help=f"only the streaming rows, written to {STREAMING_RESULTS_FILE.name}",
+    )
+    parser.add_argument("--results", type=Path, default=None, help="Markdown output")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.results is None:
+        args.results = STREAMING_RESULTS_FILE if args.streaming_only else RESULTS_FILE
+    return args
 
 
 def main(argv: Iterable[str] | None = None) -> None:
     args = parse_args(argv)
     report = asyncio.run(amain(args))
-    text = render(report)
+    text = render_streaming(report) if args.streaming_only else render(report)
     print(text)
     args.results.write_text(text)
     _log(f"wrote {args.results}")
