@@ -10,7 +10,10 @@ step `run_step` replaced an earlier one: drop the text the earlier attempts stre
 `usage` (after each model response), `approval_requested`, `call_deferred`,
 `approval_decided`, `deferred_result`, `suspended` / `resumed` and `run_cancelled`. The
 `model_response` record carries the whole response (`text`, `thinking`, `calls`), so a
-client that missed or dropped deltas still shows the right text.
+client that missed or dropped deltas still shows the right text. A fork's stream opens with
+`forked` (where it came from); `steered` is a user's steering message arriving; a session
+reports `awaiting_prompt` between turns (each turn then runs `run_start` to
+`run_complete`) and `session_ended` at its end.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ StreamKind = Literal[
     "resumed",
     "run_cancelled",
 ]
-TERMINAL_KINDS: frozenset[str] = frozenset({"run_complete", "run_failed", "run_cancelled"})
+TERMINAL_KINDS: frozenset[str] = frozenset(
+    {"run_complete", "run_failed", "run_cancelled", "session_ended"}
+)
 """Kinds after which a run emits nothing more (until a session's next turn)."""
 
 

@@ -236,6 +236,35 @@ async def test_fork_with_another_model_settings_and_instructions(client: Client)
     assert summaries == []
 
 
+async def test_fork_a_running_and_then_a_cancelled_source(client: Client) -> None:
+    name, counts = unique("fork-live"), Counts()
+    registry.register(weather_agent(name, counts))
+    async with new_worker(client) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        source = await agents.start(
+            name, "Weather in Paris?", suspend_at=[AgentExecutionNode.TOOL_CALL]
+        )
+        for _ in range(100):
+            if (await source.status()).suspend_reason:
+                break
+            await asyncio.sleep(0.1)
+        live = await source.fork()  # its latest checkpoint: the suspended tool_call
+        live_result = await live.result()
+        await source.cancel()
+        with pytest.raises(RunFailed, match="cancelled"):
+            await source.result()
+        after = await source.fork()
+        after_result = await after.result()
+        origin = (await after.status()).forked_from
+    assert live_result.output == after_result.output == "It is sunny in Paris."
+    assert counts.model[source.id] == 1
+    assert counts.tools[source.id] == 0  # it was suspended before its tool ran
+    assert (counts.model[live.id], counts.tools[live.id]) == (1, 1)
+    assert (counts.model[after.id], counts.tools[after.id]) == (1, 1)
+    assert origin is not None
+    assert (origin.index, origin.node.value) == (4, "tool_call")
+
+
 # -- bad sources ---------------------------------------------------------------------------
 
 
@@ -320,6 +349,38 @@ async def test_retry_after_the_tool_is_fixed_pays_only_for_what_failed(client: C
     assert described.typed_search_attributes.get(FORKED_FROM) == source.id
 
 
+async def test_retry_takes_a_new_id_when_the_server_refuses_the_old_one(client: Client) -> None:
+    name, counts = unique("retry-id"), Counts()
+    counts.broken = True
+    registry.register(
+        weather_agent(name, counts),
+        AgentActivityConfig(tool_call=fast_activity(maximum_attempts=1)),
+    )
+    complete = [AgentExecutionNode.RUN_COMPLETE]
+    async with new_worker(client) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        source = await agents.start(name, "Weather in Paris?", suspend_at=complete)
+        await _failure(source)
+        failed = agents.get(source.id, (await source.describe()).run_id)
+        counts.broken = False
+        first = await failed.retry()  # keeps suspend_at: it waits at run_complete
+        for _ in range(100):
+            if (await first.status()).suspend_reason:
+                break
+            await asyncio.sleep(0.1)
+        second = await failed.retry()  # the id is taken by the running first retry
+        for retry in (first, second):
+            for _ in range(100):
+                if (await retry.status()).suspend_reason:
+                    break
+                await asyncio.sleep(0.1)
+            await retry.resume()
+        results = [await first.result(), await second.result()]
+    assert first.id == source.id
+    assert second.id.startswith(f"{source.id}-retry-")
+    assert [r.output for r in results] == ["It is sunny in Paris."] * 2
+
+
 # -- in-process ----------------------------------------------------------------------------
 
 
@@ -367,6 +428,7 @@ async def test_cli_fork_retry_and_list(
             source = await agents.start(name, "Weather in Paris?")
             await source.result()
             forked = await cli("fork", source.id, "--at", "2", "--id", f"{source.id}-x", "--wait")
+            shown = await cli("status", f"{source.id}-x")
             out_of_range = await cli("fork", source.id, "--at", "99", "--wait")
             bad_settings = await cli("fork", source.id, "--settings", '{"temperature": "hot"}')
             completed = await cli("retry", source.id)
@@ -385,6 +447,7 @@ async def test_cli_fork_retry_and_list(
     assert forked[0] == 0, forked
     assert forked[1].splitlines() == [f"{source.id}-x", "It is sunny in Paris."]
     assert f"forked {source.id} at #2" in forked[2]
+    assert f"forked from {source.id} #2  (before_model_request, step 0, ckpt_" in shown[1]
     assert out_of_range[0] == 1
     assert "index_out_of_range: checkpoint index 99 is out of range" in out_of_range[2]
     assert bad_settings[0] == 2

@@ -89,6 +89,12 @@ async def test_three_turns_a_rejected_prompt_and_end_session(client: Client) -> 
         third = await session.send_prompt("once more")
         view = await until_status(session, "awaiting_prompt")
         attributes = (await session.describe()).typed_search_attributes
+        listed: list[str] = []
+        for _ in range(100):  # visibility lags a little
+            listed = [r.workflow_id async for r in agents.list(status="awaiting_prompt")]
+            if session.id in listed:
+                break
+            await asyncio.sleep(0.2)
         with pytest.raises(Rejected, match="waits for its next prompt"):
             await session.steer("also this")
         await session.end_session()
@@ -109,6 +115,7 @@ async def test_three_turns_a_rejected_prompt_and_end_session(client: Client) -> 
     assert view.session is not None
     assert (view.session.turns, view.session.awaiting_prompt) == (3, True)
     assert attributes.get(AGENT_STATUS) == "awaiting_prompt"
+    assert session.id in listed
     assert result.output == "3: once more"
     assert result.status == "completed"
 
