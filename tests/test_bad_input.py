@@ -380,7 +380,8 @@ async def test_misspelt_update_name_is_rejected(client: Client) -> None:
     assert cause.type == "RuntimeError"
     assert cause.message == (
         "Update handler for 'submit_aproval' expected but not found, and there is no dynamic "
-        "handler. known updates: [resume_run submit_approval submit_deferred_result]"
+        "handler. known updates: [__temporal_workflow_stream_poll resume_run send_prompt "
+        "steer_run submit_approval submit_deferred_result]"
     )
 
 
