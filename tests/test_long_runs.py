@@ -128,8 +128,11 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
         assert view.continued_as_new >= 2
         assert [p.tool_call_id for p in view.pending_approvals] == ["deploy_1"]
         assert view.run_step == 13
-        evidence = await handle.query(AgentWorkflow.checkpoints)
+        checkpoints = await handle.query(AgentWorkflow.checkpoints)
+        evidence = checkpoints.checkpoints
         assert view.checkpoint_count > len(evidence)
+        assert checkpoints.first_index == view.checkpoint_count - len(evidence)
+        assert len(checkpoints.earlier_runs) == view.continued_as_new
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
         assert latest is not None
         assert latest.resume.cursor.message_cursor == 26
