@@ -224,11 +224,17 @@ async def test_fork_with_another_model_settings_and_instructions(client: Client)
             instructions="Answer in one line.",
         )
         result = await fork.result()
+        records = [record async for record in fork.stream()]
         bad = await source.fork(6, model="huge")
         failure = await _failure(bad)
         summaries = await activity_summaries(bad.handle)
 
     assert result.output == "Strong model says: it is sunny in Paris."
+    assert [r.seq for r in records] == list(range(len(records)))
+    assert records[0].kind == "forked"
+    assert records[0].data["workflow_id"] == source.id
+    assert (records[0].data["index"], records[0].data["node"]) == (6, "prepare_model_request")
+    assert [r.kind for r in records[-2:]] == ["run_complete", "node_complete"]
     assert counts.instructions == [["Answer in one line."]]
     assert counts.temperatures == [0.0]
     assert failure.startswith("invalid_input: agent ")
