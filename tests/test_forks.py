@@ -282,7 +282,9 @@ async def test_bad_sources_fail_at_once_and_run_nothing(client: Client) -> None:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?")
         await source.result()
+        billing = await client.start_workflow("Billing", id=unique("billing"), task_queue="none")
         cases = {
+            "not_an_agent_run": (name, ResumeFrom(workflow_id=billing.id)),
             "source_not_found": (name, ResumeFrom(workflow_id="no-such-run-404")),
             "index_out_of_range": (name, ResumeFrom(workflow_id=source.id, index=99)),
             "checkpoint_not_found": (
@@ -297,11 +299,13 @@ async def test_bad_sources_fail_at_once_and_run_nothing(client: Client) -> None:
             outcomes[kind] = (await _failure(fork), await activity_summaries(fork.handle))
         with pytest.raises(InvalidInput, match="index=-1 is negative"):
             await agents.start(name, "", resume_from=ResumeFrom(workflow_id=source.id, index=-1))
+        await billing.terminate()
 
     for kind, (failure, summaries) in outcomes.items():
         assert failure.startswith(f"{kind}: "), failure
         assert [activity for activity, _ in summaries] == ["load_checkpoint"], kind
     assert "'no-such-run-404'" in outcomes["source_not_found"][0]
+    assert "(its type is 'Billing')" in outcomes["not_an_agent_run"][0]
     assert "index 99 is out of range" in outcomes["index_out_of_range"][0]
     assert "11 checkpoint(s) so far (indexes 0 to 10)" in outcomes["index_out_of_range"][0]
     assert "'ckpt_nope'" in outcomes["checkpoint_not_found"][0]
