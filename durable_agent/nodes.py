@@ -318,7 +318,7 @@ def unique_tool_call_ids(parts: list[ModelResponsePart], step: int) -> list[Mode
     return out
 
 
-def _retry(call: ToolCall, message: str) -> ToolCallOutcome:
+def _retry(call: ToolCall, message: str) -> ToolRetry:
     return ToolRetry(
         tool_return=ToolReturn(
             tool_call_id=call.id, name=call.name, content=message, is_error=True, retry=True
@@ -348,10 +348,9 @@ async def tool_call(
     tool = agent.tools.get(call.name)
     if tool is None:
         return unknown_tool(call, sorted(agent.tools))
-    try:
-        arguments = _arguments(input)
-    except (json.JSONDecodeError, ValueError) as exc:
-        return _retry(call, f"The arguments are not a valid JSON object: {exc}. Try again.")
+    arguments = _arguments(input)
+    if isinstance(arguments, ToolRetry):
+        return arguments
     try:
         validated = tool.validate_arguments(arguments)
     except ValidationError as exc:
@@ -361,12 +360,11 @@ async def tool_call(
         result = await tool.call(_tool_context(input), validated, executor=executor)
     except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
         return _stopped(input, exc)
-    elapsed = time.perf_counter() - started
     tool_return = ToolReturn(
         tool_call_id=call.id,
         name=call.name,
         content=_jsonable(result, call),
-        metadata={"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed},
+        metadata=_duration(started),
     )
     return ToolReturned(tool_return=limit_tool_result(agent, tool_return))
 
@@ -389,11 +387,20 @@ def _stopped(
     return ToolApprovalNeeded(reason=exc.reason, metadata=exc.metadata)
 
 
-def _arguments(input: ToolCallInput) -> dict[str, Any]:
-    """The arguments to run with: a human's override, else the model's (decoded)."""
+def _arguments(input: ToolCallInput) -> dict[str, Any] | ToolRetry:
+    """The arguments to run with: a human's override, else the model's (decoded), or the
+    retry prompt for arguments that are not a JSON object."""
     if input.override_arguments is not None:
         return input.override_arguments
-    return input.call.arguments_dict()
+    try:
+        return input.call.arguments_dict()
+    except (json.JSONDecodeError, ValueError) as exc:
+        return _retry(input.call, f"The arguments are not a valid JSON object: {exc}. Try again.")
+
+
+def _duration(started: float) -> dict[str, Any]:
+    elapsed = time.perf_counter() - started
+    return {"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed}
 
 
 def _tool_context(input: ToolCallInput) -> ToolContext:
@@ -415,10 +422,9 @@ async def _toolset_call(
     the arguments checked against the schema the run listed and the toolset running it."""
     call = input.call
     toolset = agent.toolset(tool.toolset)
-    try:
-        arguments = _arguments(input)
-    except (json.JSONDecodeError, ValueError) as exc:
-        return _retry(call, f"The arguments are not a valid JSON object: {exc}. Try again.")
+    arguments = _arguments(input)
+    if isinstance(arguments, ToolRetry):
+        return arguments
     problem = toolset.argument_problem(tool, arguments)
     if problem is not None:
         return _retry(call, problem)
@@ -427,18 +433,13 @@ async def _toolset_call(
         result: ToolsetResult = await toolset.call_tool(_tool_context(input), tool, arguments)
     except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
         return _stopped(input, exc)
-    elapsed = time.perf_counter() - started
     tool_return = ToolReturn(
         tool_call_id=call.id,
         name=call.name,
         content=_jsonable(result.content, call),
         is_error=result.is_error,
         error_kind=result.error_kind,
-        metadata={
-            **result.metadata,
-            "duration_ms": int(elapsed * 1000),
-            "duration_seconds": elapsed,
-        },
+        metadata={**result.metadata, **_duration(started)},
     )
     changed = input.toolset_digest is not None and await toolset.tools_changed(input.toolset_digest)
     return ToolReturned(tool_return=limit_tool_result(agent, tool_return), toolset_changed=changed)
