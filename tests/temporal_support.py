@@ -106,3 +106,35 @@ def fast_activity(
             maximum_attempts=maximum_attempts,
         ),
     )
+
+
+def text_agent(text: str, prefix: str = "text") -> str:
+    """Registers an agent that answers `text`; returns its (unique) name."""
+    from durable_agent import AgentBuilder, TestModel
+    from durable_agent.temporal import registry
+
+    name = unique(prefix)
+    registry.register(AgentBuilder(TestModel.with_text(text)).name(name).build())
+    return name
+
+
+def deploy_agent(log: Any, prefix: str = "deploy") -> str:
+    """Registers an agent whose `deploy` tool needs approval and records its calls in `log`
+    (a `helpers.CallLog`); returns its (unique) name."""
+    from durable_agent import AgentBuilder, TestModel
+    from durable_agent.temporal import registry
+
+    from .helpers import call, text_response, tool_response
+
+    def deploy(env: str) -> str:
+        log.record("deploy", env=env)
+        return f"deployed to {env}"
+
+    model = TestModel.with_responses(
+        [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
+    )
+    name = unique(prefix)
+    registry.register(
+        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
+    )
+    return name

@@ -12,9 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,8 +28,11 @@ from durable_agent.temporal.client import list_query
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import registry
 
+from .cli_support import Cli, cli_runner
 from .helpers import CallLog, call, text_response, tool_response
-from .temporal_support import new_worker
+from .temporal_support import deploy_agent as shared_deploy_agent
+from .temporal_support import new_worker, unique
+from .temporal_support import text_agent as shared_text_agent
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_RUN_NODES = [
@@ -44,23 +45,6 @@ TEXT_RUN_NODES = [
 ]
 
 
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-    def json_lines(self) -> list[Any]:
-        """`run --json` prints one document per line: the started run, then its report."""
-        return [json.loads(line) for line in self.out.splitlines()]
-
-
-Cli = Callable[..., Awaitable[Outcome]]
-
-
 @pytest.fixture(autouse=True)
 def quiet_worker_logs() -> Iterator[None]:
     """The in-process worker logs through structlog's default printer, i.e. to the stdout the
@@ -71,40 +55,15 @@ def quiet_worker_logs() -> Iterator[None]:
 
 @pytest.fixture
 def cli(dev_server: DevServer, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """Runs `durable-agent ARGS --address <dev server>` and returns code, stdout, stderr."""
-
-    async def run(*argv: str) -> Outcome:
-        capsys.readouterr()
-        code = await amain([*argv, "--address", dev_server.address])
-        captured = capsys.readouterr()
-        return Outcome(code, captured.out, captured.err)
-
-    return run
-
-
-def unique(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
+    return cli_runner(dev_server.address, capsys)
 
 
 def text_agent(text: str) -> str:
-    name = unique("cli-text")
-    registry.register(AgentBuilder(TestModel.with_text(text)).name(name).build())
-    return name
+    return shared_text_agent(text, "cli-text")
 
 
 def deploy_agent(log: CallLog) -> str:
-    def deploy(env: str) -> str:
-        log.record("deploy", env=env)
-        return f"deployed to {env}"
-
-    name = unique("cli-deploy")
-    model = TestModel.with_responses(
-        [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
-    )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
-    return name
+    return shared_deploy_agent(log, "cli-deploy")
 
 
 async def status_json(cli: Cli, workflow_id: str) -> dict[str, Any]:

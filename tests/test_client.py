@@ -35,7 +35,9 @@ from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import registry
 
 from .helpers import CallLog, call, text_response, tool_response
+from .temporal_support import deploy_agent as shared_deploy_agent
 from .temporal_support import new_worker, unique
+from .temporal_support import text_agent as shared_text_agent
 
 TEXT_RUN_NODES = [
     "run_start",
@@ -58,24 +60,11 @@ class NotAnAgent:
 
 
 def text_agent(text: str) -> str:
-    name = unique("client-text")
-    registry.register(AgentBuilder(TestModel.with_text(text)).name(name).build())
-    return name
+    return shared_text_agent(text, "client-text")
 
 
 def deploy_agent(log: CallLog) -> str:
-    def deploy(env: str) -> str:
-        log.record("deploy", env=env)
-        return f"deployed to {env}"
-
-    name = unique("client-deploy")
-    model = TestModel.with_responses(
-        [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
-    )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
-    return name
+    return shared_deploy_agent(log, "client-deploy")
 
 
 async def wait_for(handle: object, status: str, timeout: float = 20) -> None:

@@ -16,8 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,29 +27,16 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentBuilder, ModelResponse, TestModel, TextPart, ToolCallPart
-from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentActivityConfig, AgentClient, registry
 from durable_agent.temporal.devserver import DevServer, temporal_cli
 
+from .cli_support import Cli, cli_runner
 from .temporal_support import fast_activity, new_worker, unique
 
 LONG_TEXT = (
     "I looked at the release notes and the error budget, and everything says it is safe "
     "to deploy now."
 )
-
-
-@dataclass
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-    def lines(self) -> list[Any]:
-        return [json.loads(line) for line in self.out.splitlines()]
-
-
-Cli = Callable[..., Awaitable[Outcome]]
 
 
 @pytest.fixture(autouse=True)
@@ -61,13 +47,7 @@ def quiet_worker_logs() -> Iterator[None]:
 
 @pytest.fixture
 def cli(dev_server: DevServer, capsys: pytest.CaptureFixture[str]) -> Cli:
-    async def run(*argv: str) -> Outcome:
-        capsys.readouterr()
-        code = await amain([*argv, "--address", dev_server.address])
-        captured = capsys.readouterr()
-        return Outcome(code, captured.out, captured.err)
-
-    return run
+    return cli_runner(dev_server.address, capsys)
 
 
 def deploy(env: str) -> str:
@@ -135,9 +115,9 @@ async def test_watch_json_prints_every_record_once_and_resumes_from_a_seq(
         rest = await cli("watch", workflow_id, "--from", "20", "--json")
         plain = await cli("watch", workflow_id)
     assert whole.code == 0, whole.err
-    records = whole.lines()
+    records = whole.json_lines()
     assert [r["seq"] for r in records] == list(range(len(records)))
-    assert rest.lines() == records[20:]
+    assert rest.json_lines() == records[20:]
     assert plain.code == 0, plain.err
     assert f"durable-agent approve {workflow_id} d1" in plain.out
     assert f"step 1: {LONG_TEXT}" in plain.out
@@ -158,7 +138,7 @@ async def test_watch_bad_input_gives_clear_messages_and_exit_codes(
     agent = deploy_agent()
     async with new_worker(client, workflows=[NotAnAgentToWatch]) as worker:
         workflow_id = await finished_run(client, agent, worker.task_queue)
-        last = (await cli("watch", workflow_id, "--json")).lines()[-1]["seq"]
+        last = (await cli("watch", workflow_id, "--json")).json_lines()[-1]["seq"]
         unknown = await cli("watch", "no-such-run")
         other = await client.start_workflow(
             NotAnAgentToWatch.run, id=unique("other"), task_queue=worker.task_queue
@@ -215,11 +195,11 @@ async def test_checkpoints_cli_lists_every_boundary_of_a_run_that_continued_as_n
         runs = await handle.runs()
         table = await cli("checkpoints", workflow_id)
         as_json = await cli("checkpoints", workflow_id, "--json")
-        records = (await cli("watch", workflow_id, "--json")).lines()
+        records = (await cli("watch", workflow_id, "--json")).json_lines()
 
         await delete_run(dev_server.address, client, workflow_id, runs[0].run_id)
         gone_table = await cli("checkpoints", workflow_id)
-        gone_records = (await cli("watch", workflow_id, "--json")).lines()
+        gone_records = (await cli("watch", workflow_id, "--json")).json_lines()
     assert len(runs) >= 3
     assert table.code == 0, table.err
     _, *rows = table.out.strip().splitlines()
