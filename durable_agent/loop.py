@@ -11,6 +11,7 @@ through the `IdSource`. That is what lets the same code run inside a Temporal wo
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from .hitl import (
 )
 from .ids import format_timestamp, new_id
 from .messages import (
+    ModelMessage,
     ModelRequest,
     ModelRequestPart,
     TextContent,
@@ -106,6 +108,10 @@ class AgentLoop:
         self._indexed: list[ToolsetListing] | None = None
         self._index: dict[str, tuple[ToolsetTool, str]] = {}
         self._definitions: list[ToolDefinition] = []
+        self._owned_history: list[ModelMessage] | None = None
+        """The conversation list this loop made itself, so it may append to it in place."""
+        self._history_views: list[weakref.ref[AgentRunState]] = []
+        """Checkpoint states handed out since the last message, sharing the conversation."""
 
     # -- stream and boundaries -------------------------------------------------------------
 
@@ -128,6 +134,8 @@ class AgentLoop:
 
     def _checkpoint(self, node: AgentExecutionNode, stream_cursor: int) -> AgentCheckpoint:
         state = self.state
+        view = state.snapshot(share_history=True)
+        self._history_views.append(weakref.ref(view))
         return AgentCheckpoint(
             checkpoint_id=new_id(self.ids, "ckpt"),
             run_id=state.run_id,
@@ -135,8 +143,27 @@ class AgentLoop:
             node=node,
             run_step=state.run_step,
             resume=AgentResumeEvidence.from_state(state, node, stream_cursor),
-            state=state.snapshot(),
+            state=view,
         )
+
+    def _add_message(self, message: ModelMessage) -> None:
+        """Appends to the conversation, in place unless a checkpoint still holds the list.
+
+        Checkpoints share the conversation instead of copying it (five boundaries a step
+        copying it would make each step cost O(history)); a later message must not show up
+        in a checkpoint someone kept, so a list still held is copied once before it grows."""
+        state = self.state
+        history = state.message_history
+        shared = history is not self._owned_history or any(
+            (view := ref()) is not None and view.message_history is history
+            for ref in self._history_views
+        )
+        if shared:
+            history = [*history, message]
+            state.message_history = self._owned_history = history
+        else:
+            history.append(message)
+        self._history_views.clear()
 
     async def _boundary(self, node: AgentExecutionNode) -> None:
         cursor = self.emit("node_start", node)
@@ -287,7 +314,7 @@ class AgentLoop:
             conversation_id=state.conversation_id,
             timestamp=ref.timestamp,
         )
-        state.message_history.append(request)
+        self._add_message(request)
         state.pending_steering = []
         state.pending_prompt = None
         state.pending_tool_calls = []
@@ -324,7 +351,7 @@ class AgentLoop:
             tool_calls=len(response.tool_calls),
             **response_view(response),
         )
-        state.message_history.append(response)
+        self._add_message(response)
         state.latest_response = response
         state.run_step += 1
         state.usage = state.usage.add(usage)

@@ -39,6 +39,17 @@ class RunError(BaseModel):
     message: str
 
 
+_COPIED_LISTS = (
+    "pending_tool_calls",
+    "pending_tool_returns",
+    "pending_approval_tool_returns",
+    "deferred_tool_returns",
+    "pending_retry_prompts",
+    "toolset_listings",
+    "pending_steering",
+)
+
+
 class AgentRunState(BaseModel):
     """Starweaver's run state plus the few cursors this port needs to resume mid-batch.
 
@@ -96,22 +107,21 @@ class AgentRunState(BaseModel):
             data.pop("kind", None)
         return data
 
-    def snapshot(self) -> AgentRunState:
-        """A copy that later steps cannot change: lists are copied, messages are shared."""
-        return self.model_copy(
-            update={
-                "message_history": list(self.message_history),
-                "pending_tool_calls": list(self.pending_tool_calls),
-                "pending_tool_returns": list(self.pending_tool_returns),
-                "pending_approval_tool_returns": list(self.pending_approval_tool_returns),
-                "deferred_tool_returns": list(self.deferred_tool_returns),
-                "pending_retry_prompts": list(self.pending_retry_prompts),
-                "toolset_listings": list(self.toolset_listings),
-                "pending_steering": list(self.pending_steering),
-                "tool_retries": dict(self.tool_retries),
-                "metadata": dict(self.metadata),
-            }
-        )
+    def snapshot(self, *, share_history: bool = False) -> AgentRunState:
+        """A copy that later steps cannot change: lists are copied, messages are shared.
+
+        `share_history` shares the conversation list too, for a holder that grows the
+        original only by copy-on-write (the loop's checkpoints). Taken at every boundary,
+        so it copies the fields directly instead of through `model_copy`'s update."""
+        copy = self.__copy__()
+        fields = copy.__dict__
+        for name in _COPIED_LISTS:
+            fields[name] = list(fields[name])
+        fields["tool_retries"] = dict(self.tool_retries)
+        fields["metadata"] = dict(self.metadata)
+        if not share_history:
+            fields["message_history"] = list(self.message_history)
+        return copy
 
     @property
     def tool_call_batch_id(self) -> str | None:
