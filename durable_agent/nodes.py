@@ -150,10 +150,11 @@ class ListToolsInput(RunRef):
 
 class ToolCallInput(RunRef):
     call: ToolCall
-    retry: int = 0
-    approved: bool = False
-    override_arguments: dict[str, Any] | None = None
-    idempotency_key: str = ""
+    retry: int = omit_empty(0)
+    approved: bool = omit_empty(False)
+    override_arguments: dict[str, Any] | None = omit_none()
+    idempotency_key: str | None = omit_none()
+    """None (on Temporal): the activity derives the usual `<workflow id>:<call id>`."""
     toolset_tool: ToolsetTool | None = omit_none()
     """Set for a call of a toolset tool: the tool as the run listed it (its schema checks
     the arguments, its toolset runs the call)."""
@@ -169,7 +170,7 @@ class ToolCallInput(RunRef):
         retry: int,
         approved: bool,
         override_arguments: dict[str, Any] | None,
-        idempotency_key: str,
+        idempotency_key: str | None,
         toolset_tool: ToolsetTool | None = None,
         toolset_digest: str | None = None,
     ) -> ToolCallInput:
@@ -400,7 +401,8 @@ def _arguments(input: ToolCallInput) -> dict[str, Any] | ToolRetry:
 
 def _duration(started: float) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
-    return {"duration_ms": int(elapsed * 1000), "duration_seconds": elapsed}
+    # Microseconds: finer digits are noise, and they would be written into every history.
+    return {"duration_ms": int(elapsed * 1000), "duration_seconds": round(elapsed, 6)}
 
 
 def _tool_context(input: ToolCallInput) -> ToolContext:

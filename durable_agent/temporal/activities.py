@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
+from pydantic_core import to_json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -28,9 +29,10 @@ from durable_agent.temporal.wire import (
 )
 from durable_agent.toolsets import ToolsetListing
 
+from .compact import pack_response, pack_tool_outcome, unpack_messages
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
-from .history_cache import history_cache
+from .history_cache import history_cache, tool_returns
 from .registry import registry
 from .tool_threads import tool_threads
 from .toolsets import tool_definitions, toolset_pool
@@ -75,7 +77,7 @@ async def _guard(agent: str, node: str, step: int) -> AsyncIterator[structlog.st
                 await asyncio.sleep(interval)
 
         beat = asyncio.create_task(heartbeat())
-    logger.info("activity started")
+    logger.debug("activity started")
     try:
         yield logger
     except ModelHTTPError as error:
@@ -112,8 +114,9 @@ async def prepare_model_request(input: PrepareActivityInput) -> ModelRequest:
 
 
 @activity.defn(name="model_request")
-async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
-    async with _guard(input.agent, "model_request", input.input.run_step + 1) as logger:
+async def model_request(input: ModelRequestActivityInput) -> dict[str, Any]:
+    step = input.input.run_step if input.input is not None else input.run_step
+    async with _guard(input.agent, "model_request", step + 1) as logger:
         agent = registry.get(input.agent).agent_for(input.overrides)
         info = activity.info()
         workflow_id, run_id = info.workflow_id, info.workflow_run_id
@@ -123,26 +126,61 @@ async def model_request(input: ModelRequestActivityInput) -> ModelResponse:
                 type="not_in_workflow",
                 non_retryable=True,
             )
-        prefix = await history_cache.resolve(workflow_id, run_id, input.history)
-        new = input.input.messages
-        messages = [*prefix, *new]
-        update: dict[str, object] = {"messages": messages}
-        if input.toolset_digest is not None:
-            update["toolset_tools"] = await tool_definitions.resolve(
-                workflow_id, run_id, input.toolset_digest
-            )
-        request = input.input.model_copy(update=update)
+        request, digest = await _request(input, workflow_id, run_id)
         if input.stream_deltas and agent.model.streams:
             response = await _streamed(input.agent, agent, request, workflow_id, run_id)
         else:
             response = await nodes.model_request(agent, request)
-        history_cache.store(
-            workflow_id,
-            [*messages, response],
-            extend_digest(input.history.digest, [*new, response]),
+        messages = request.messages
+        history_cache.store(workflow_id, [*messages, response], extend_digest(digest, [response]))
+        logger.debug("model responded", parts=len(response.parts), history=len(messages))
+        return _checked(pack_response(response), "model_request")
+
+
+async def _request(
+    input: ModelRequestActivityInput, workflow_id: str, run_id: str
+) -> tuple[nodes.ModelRequestInput, str]:
+    """The whole request the workflow means, and the digest of its messages."""
+    prefix, digest = await history_cache.resolve_with_digest(workflow_id, run_id, input.history)
+    if input.input is not None:
+        new = input.input.messages
+        request = input.input
+    else:
+        rebuilt = unpack_messages(
+            input.messages,
+            previous=prefix[-1] if prefix else None,
+            timestamp=input.timestamp,
+            tool_return=lambda call_id: tool_returns.get(workflow_id, call_id),
         )
-        logger.info("model responded", parts=len(response.parts), history=len(messages))
-        return _checked(response, "model_request")
+        through = input.through or ""
+        if rebuilt is None or not extend_digest(digest, rebuilt).startswith(through):
+            rebuilt = await history_cache.read_tail(
+                workflow_id, run_id, len(prefix), len(prefix) + len(input.messages)
+            )
+            if not extend_digest(digest, rebuilt).startswith(through):
+                raise ApplicationError(
+                    f"the messages of {workflow_id}'s model request do not match the digest "
+                    "the workflow sent; retrying",
+                    type="history_mismatch",
+                )
+        new = rebuilt
+        last = new[-1] if new else (prefix[-1] if prefix else None)
+        request = nodes.ModelRequestInput.model_construct(
+            run_id=(last.run_id if last else None) or "",
+            conversation_id=(last.conversation_id if last else None) or "",
+            run_step=input.run_step,
+            timestamp=input.timestamp,
+            metadata={},
+            messages=[],
+            toolset_tools=[],
+        )
+    messages = [*prefix, *new]
+    update: dict[str, object] = {"messages": messages}
+    if input.toolset_digest is not None:
+        update["toolset_tools"] = await tool_definitions.resolve(
+            workflow_id, run_id, input.toolset_digest
+        )
+    return request.model_copy(update=update), extend_digest(digest, new)
 
 
 async def _streamed(
@@ -173,18 +211,28 @@ async def list_tools(input: ListToolsActivityInput) -> ToolsetListing:
 
 
 @activity.defn(name="tool_call")
-async def tool_call(input: ToolCallActivityInput) -> nodes.ToolCallOutcome:
+async def tool_call(input: ToolCallActivityInput) -> dict[str, Any]:
     call = input.input.call
     async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
         agent = registry.get(input.agent).agent
-        if input.input.toolset_tool is not None:
-            await toolset_pool.acquire(agent.toolset(input.input.toolset_tool.toolset))
-        outcome = await nodes.tool_call(agent, input.input, executor=tool_threads.executor())
+        info = activity.info()
+        request = input.input
+        if not request.idempotency_key:
+            request = request.model_copy(
+                update={"idempotency_key": f"{info.workflow_id}:{call.id}"}
+            )
+        if request.toolset_tool is not None:
+            await toolset_pool.acquire(agent.toolset(request.toolset_tool.toolset))
+        outcome = await nodes.tool_call(agent, request, executor=tool_threads.executor())
         if isinstance(outcome, nodes.ToolReturned):
             size = outcome.tool_return.metadata.get("truncated_from_bytes")
             if size is not None:
                 logger.warning("tool result truncated", size=size)
-        return _checked(outcome, f"tool {call.name!r} (call {call.id})")
+            if info.workflow_id is not None:
+                tool_returns.store(info.workflow_id, outcome.tool_return)
+        return _checked(
+            pack_tool_outcome(outcome, call.id, call.name), f"tool {call.name!r} (call {call.id})"
+        )
 
 
 @activity.defn(name="validate_output")
@@ -197,13 +245,13 @@ async def validate_output(input: ValidateOutputActivityInput) -> nodes.OutputOut
 PAYLOAD_LIMIT_BYTES = 1_900_000
 """Just under Temporal's default 2 MB payload limit, above which the server rejects a result."""
 
-R = TypeVar("R", bound=BaseModel)
-"""Any activity result: every node returns one pydantic model."""
+R = TypeVar("R", bound=BaseModel | dict[str, Any])
+"""Any activity result: a pydantic model, or a packed one (`compact`)."""
 
 
 def _checked(result: R, what: str) -> R:
     """Fails clearly (and for good) instead of letting the server reject the payload."""
-    size = len(result.model_dump_json())
+    size = len(to_json(result))
     if size > PAYLOAD_LIMIT_BYTES:
         raise ApplicationError(
             f"{what} produced {size} bytes, more than Temporal accepts in one payload "

@@ -1,9 +1,11 @@
-"""Per-run cache of message histories on the activity worker.
+"""Per-run caches on the activity worker: message histories and tool results.
 
 A model request carries only the messages added since the previous request, plus the
 length and chained digest of the prefix. On a hit the activity rebuilds the full history
 from its cache; on a miss (another worker, a restart) it reads the history from the
-workflow by query, so Temporal stays the single source of truth.
+workflow by query, so Temporal stays the single source of truth. Tool results are kept
+for the model request that sends them to the model next, which names them instead of
+carrying them again (`durable_agent.temporal.compact`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from dataclasses import dataclass
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent import ModelMessage
+from durable_agent import ModelMessage, ToolReturn
 from durable_agent.temporal.history import EMPTY_DIGEST, extend_digest
 from durable_agent.temporal.wire import HistoryPageQuery, HistoryRef, HistorySegment
 
-__all__ = ["HistoryCache", "history_cache"]
+__all__ = ["HistoryCache", "ToolReturnCache", "history_cache", "tool_returns"]
 
 PAGE = 200
 
@@ -35,6 +37,8 @@ class HistoryCache:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self.tail_reads = 0
+        """Model requests whose new messages were read back by query (`read_tail`)."""
 
     # Entries are keyed by workflow id, not run id: the history carries over continue-as-new
     # (the digest tells a reused workflow id apart).
@@ -42,11 +46,18 @@ class HistoryCache:
     def lookup(self, workflow_id: str, ref: HistoryRef) -> list[ModelMessage] | None:
         if ref.length == 0:
             return []
+        found = self._lookup(workflow_id, ref)
+        return None if found is None else found.messages
+
+    def _lookup(self, workflow_id: str, ref: HistoryRef) -> _Entry | None:
+        # Inputs of this release carry a shortened digest; earlier ones the whole of it.
         entry = self._entries.get(workflow_id)
-        if entry is None or len(entry.messages) != ref.length or entry.digest != ref.digest:
+        if entry is None or len(entry.messages) != ref.length:
+            return None
+        if not entry.digest.startswith(ref.digest):
             return None
         self._entries.move_to_end(workflow_id)
-        return entry.messages
+        return entry
 
     def clear(self) -> None:
         """Forgets every history, as a worker that just started knows none."""
@@ -60,19 +71,45 @@ class HistoryCache:
 
     async def resolve(self, workflow_id: str, run_id: str, ref: HistoryRef) -> list[ModelMessage]:
         """The `ref.length` messages the workflow means, from cache or by query."""
-        cached = self.lookup(workflow_id, ref)
+        messages, _ = await self.resolve_with_digest(workflow_id, run_id, ref)
+        return messages
+
+    async def resolve_with_digest(
+        self, workflow_id: str, run_id: str, ref: HistoryRef
+    ) -> tuple[list[ModelMessage], str]:
+        """The messages `ref` names and their whole digest (`ref` may carry a prefix of it)."""
+        if ref.length == 0:
+            return [], EMPTY_DIGEST
+        cached = self._lookup(workflow_id, ref)
         if cached is not None:
             self.hits += 1
-            return list(cached)
+            return list(cached.messages), cached.digest
         self.misses += 1
         messages = await self._read_from_workflow(workflow_id, run_id, ref)
-        if len(messages) != ref.length or extend_digest(EMPTY_DIGEST, messages) != ref.digest:
-            raise ApplicationError(
-                f"message history of {workflow_id} does not match the digest the workflow "
-                f"sent ({len(messages)} of {ref.length} messages read); retrying",
-                type="history_mismatch",
+        digest = extend_digest(EMPTY_DIGEST, messages)
+        if len(messages) != ref.length or not digest.startswith(ref.digest):
+            raise _mismatch(workflow_id, len(messages), ref.length)
+        return messages, digest
+
+    async def read_tail(
+        self, workflow_id: str, run_id: str, start: int, end: int
+    ) -> list[ModelMessage]:
+        """Messages `[start, end)`, which the workflow run `run_id` has just added."""
+        self.tail_reads += 1
+        handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+        messages: list[ModelMessage] = []
+        while start + len(messages) < end:
+            page = await handle.query(
+                "message_history_page",
+                HistoryPageQuery(offset=start + len(messages), limit=PAGE),
+                result_type=list[ModelMessage],
             )
-        return messages
+            if not page:
+                break
+            messages.extend(page)
+        if len(messages) < end - start:
+            raise _mismatch(workflow_id, start + len(messages), end)
+        return messages[: end - start]
 
     async def _read_from_workflow(
         self, workflow_id: str, run_id: str, ref: HistoryRef
@@ -97,4 +134,34 @@ class HistoryCache:
         return messages[: ref.length]
 
 
+def _mismatch(workflow_id: str, read: int, meant: int) -> ApplicationError:
+    return ApplicationError(
+        f"message history of {workflow_id} does not match the digest the workflow "
+        f"sent ({read} of {meant} messages read); retrying",
+        type="history_mismatch",
+    )
+
+
+class ToolReturnCache:
+    """The latest tool results of recent runs, by workflow id and tool call id."""
+
+    def __init__(self, max_returns: int = 4096) -> None:
+        self.max_returns = max_returns
+        self._returns: OrderedDict[tuple[str, str], ToolReturn] = OrderedDict()
+
+    def store(self, workflow_id: str, tool_return: ToolReturn) -> None:
+        key = (workflow_id, tool_return.tool_call_id)
+        self._returns[key] = tool_return
+        self._returns.move_to_end(key)
+        while len(self._returns) > self.max_returns:
+            self._returns.popitem(last=False)
+
+    def get(self, workflow_id: str, tool_call_id: str) -> ToolReturn | None:
+        return self._returns.get((workflow_id, tool_call_id))
+
+    def clear(self) -> None:
+        self._returns.clear()
+
+
 history_cache = HistoryCache()
+tool_returns = ToolReturnCache()

@@ -35,7 +35,13 @@ from durable_agent.nodes import (
 )
 from durable_agent.toolsets import ToolsetListing
 
-from .history import EMPTY_DIGEST, HistoryDigest
+from .compact import (
+    DIGEST_CHARS,
+    pack_messages,
+    unpack_response,
+    unpack_tool_outcome,
+)
+from .history import EMPTY_DIGEST, HistoryDigest, extend_digest
 from .registry import AgentRegistration
 from .toolsets import definitions_digest
 from .wire import (
@@ -146,23 +152,27 @@ class ActivityNodeRunner:
         messages = input.messages
         total = self.offset + len(messages)
         prefix = min(self._cached_length, total)
-        ref = HistoryRef(
-            length=prefix,
-            digest=self.digest.advance(messages, prefix),
-        )
-        delta = input.model_copy(
-            update={"messages": messages[prefix - self.offset :], "toolset_tools": []}
+        digest = self.digest.advance(messages, prefix)
+        new = messages[prefix - self.offset :]
+        before = prefix - self.offset - 1
+        packed = ModelRequestActivityInput(
+            agent=self.name,
+            run_step=input.run_step,
+            timestamp=input.timestamp,
+            messages=pack_messages(
+                new,
+                previous=messages[before] if before >= 0 else None,
+                timestamp=input.timestamp,
+            ),
+            through=extend_digest(digest, new)[:DIGEST_CHARS],
+            history=HistoryRef(length=prefix, digest=digest[:DIGEST_CHARS]),
+            toolset_digest=self._toolset_digest(input.toolset_tools),
+            overrides=self.overrides,
+            stream_deltas=deltas is not None,
         )
         response: ModelResponse = await _execute(
             "model_request",
-            ModelRequestActivityInput(
-                agent=self.name,
-                input=delta,
-                history=ref,
-                toolset_digest=self._toolset_digest(input.toolset_tools),
-                overrides=self.overrides,
-                stream_deltas=deltas is not None,
-            ),
+            packed,
             ModelResponse,
             summary=f"model_request · step {input.run_step + 1}",
             options=self.config.options("model_request"),
@@ -170,7 +180,12 @@ class ActivityNodeRunner:
         )
         # The activity now caches these messages plus its response, which the loop appends.
         self._cached_length = total + 1
-        return response
+        return unpack_response(
+            response,
+            run_id=input.run_id,
+            conversation_id=input.conversation_id,
+            timestamp=input.timestamp,
+        )
 
     def _toolset_digest(self, definitions: list[ToolDefinition]) -> str | None:
         """Toolset tools travel as a digest; the loop hands over the same list until its
@@ -208,15 +223,18 @@ class ActivityNodeRunner:
             node = f"{self._toolset_kind(listed.toolset)} {listed.toolset}:{listed.remote_name}"
             summary = f"{node} · {call.id}"
             options = self.config.options("tool_call", call.name, toolset=listed.toolset)
-        outcome: ToolCallOutcome = await _execute(
+        if input.idempotency_key == f"{workflow.info().workflow_id}:{call.id}":
+            # The activity derives the usual key from its workflow id.
+            input = input.model_copy(update={"idempotency_key": None})
+        outcome = await _execute(
             "tool_call",
             ToolCallActivityInput(agent=self.name, input=input),
-            ToolCallOutcome,
+            dict[str, Any],
             summary=summary,
             options=options,
             node=node,
         )
-        return outcome
+        return unpack_tool_outcome(outcome, call.id, call.name)
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
         validated: OutputOutcome = await _execute(

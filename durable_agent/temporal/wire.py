@@ -419,8 +419,8 @@ class ModelDeltaBatch(BaseModel):
 
 class HistoryRef(BaseModel):
     """Names the message prefix an activity may already hold: `length` messages whose
-    chained hash is `digest`. Only messages after it travel in the activity input; the
-    activity knows its workflow from `activity.info()`."""
+    chained hash starts with `digest`. Only messages after it travel in the activity
+    input; the activity knows its workflow from `activity.info()`."""
 
     length: int
     digest: str
@@ -434,8 +434,19 @@ class PrepareActivityInput(BaseModel):
 
 
 class ModelRequestActivityInput(BaseModel):
+    """Packed (`durable_agent.temporal.compact`): the step, its time and the messages
+    after `history`. Requests scheduled by earlier releases carry `input` instead: the run
+    and the new messages whole."""
+
     agent: str
-    input: ModelRequestInput
+    input: ModelRequestInput | None = omit_none()
+    run_step: int = omit_empty(0)
+    timestamp: str | None = omit_none()
+    messages: list[dict[str, Any]] = omit_empty(factory=list)
+    """The messages after `history`, packed."""
+    through: str | None = omit_none()
+    """The (shortened) digest of the history and `messages` together: what the messages
+    the activity rebuilds must match."""
     history: HistoryRef
     toolset_digest: str | None = omit_none()
     """Names the run's toolset tool definitions (`input.toolset_tools` travels empty): the

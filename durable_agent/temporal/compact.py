@@ -1,0 +1,154 @@
+"""Activity payloads cut down to what the other side cannot work out itself.
+
+Every activity input and result is written into the workflow's history, so bytes repeated
+in each of them are paid for at every step of every run, and again by every replay. The
+two per-step activities repeat a lot that the receiver already holds:
+
+- A model request's new messages are stamped with the run id, conversation id and time of
+  the message before them and of the request itself; a packed message says `stamped`
+  instead, and the activity copies the stamps back from the message before it.
+- Its tool returns were just returned by the `tool_call` activity, whose result history
+  already holds; a packed tool return names its call, and the activity takes the return
+  from the worker's cache of tool results.
+- A model response is stamped by the workflow, which knows the stamps; zero usage
+  counters are defaults.
+- A tool return names the call it answers, which the workflow made.
+
+What is left out is restored exactly or not at all: the activity checks the messages it
+rebuilt against the chained digest the workflow sent (`through`), and on any difference
+reads them from the workflow by query, as it does when its cache of the history misses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from durable_agent import ModelMessage, ModelRequest, ModelResponse, ToolReturn
+from durable_agent.messages import ModelMessagesTypeAdapter
+from durable_agent.nodes import ToolCallOutcome, ToolCallOutcomeAdapter, ToolReturned
+
+__all__ = [
+    "DIGEST_CHARS",
+    "pack_messages",
+    "pack_response",
+    "pack_tool_outcome",
+    "unpack_messages",
+    "unpack_response",
+    "unpack_tool_outcome",
+]
+
+DIGEST_CHARS = 16
+"""Hex digits of a history digest written into an activity input: 64 bits tell one prefix
+of one workflow's conversation from another; the full digest stays with each side."""
+
+_STAMPS = ("run_id", "conversation_id", "timestamp")
+
+
+def _stamped(message: ModelMessage, previous: ModelMessage | None, timestamp: str | None) -> bool:
+    return (
+        previous is not None
+        and timestamp is not None
+        and message.run_id is not None
+        and message.run_id == previous.run_id
+        and message.conversation_id == previous.conversation_id
+        and message.timestamp == timestamp
+    )
+
+
+def pack_messages(
+    messages: Sequence[ModelMessage], *, previous: ModelMessage | None, timestamp: str | None
+) -> list[dict[str, Any]]:
+    """`messages` as a model request sends them, after `previous` (None: the first, or
+    one the activity may not hold) and stamped at `timestamp`."""
+    packed = []
+    for message in messages:
+        data = message.model_dump(mode="json")
+        if _stamped(message, previous, timestamp):
+            for key in _STAMPS:
+                del data[key]
+            data["stamped"] = True
+        if isinstance(message, ModelRequest):
+            data["parts"] = [
+                {"kind": "tool_return", "tool_call_id": part["tool_call_id"], "cached": True}
+                if part["kind"] == "tool_return"
+                else part
+                for part in data["parts"]
+            ]
+        packed.append(data)
+        previous = message
+    return packed
+
+
+def unpack_messages(
+    packed: Sequence[dict[str, Any]],
+    *,
+    previous: ModelMessage | None,
+    timestamp: str | None,
+    tool_return: Callable[[str], ToolReturn | None],
+) -> list[ModelMessage] | None:
+    """The messages `pack_messages` packed, or None where something left out is not at
+    hand here (no message before a stamped one, a tool result this worker did not see)."""
+    stamps = None if previous is None else (previous.run_id, previous.conversation_id)
+    restored: list[dict[str, Any]] = []
+    for data in packed:
+        data = dict(data)
+        if data.pop("stamped", False):
+            if stamps is None:
+                return None
+            data["run_id"], data["conversation_id"] = stamps
+            data["timestamp"] = timestamp
+        parts = data.get("parts")
+        if data.get("kind") == "request" and isinstance(parts, list):
+            whole = []
+            for part in parts:
+                if isinstance(part, dict) and part.get("cached"):
+                    cached = tool_return(str(part.get("tool_call_id")))
+                    if cached is None:
+                        return None
+                    part = cached.to_part().model_dump(mode="json")
+                whole.append(part)
+            data["parts"] = whole
+        restored.append(data)
+        stamps = (data.get("run_id"), data.get("conversation_id"))
+    return ModelMessagesTypeAdapter.validate_python(restored)
+
+
+def pack_response(response: ModelResponse) -> dict[str, Any]:
+    """The model-request activity's result without its stamps and zero usage counters."""
+    data = response.model_dump(mode="json", exclude=set(_STAMPS))
+    data["usage"] = {key: value for key, value in data["usage"].items() if value}
+    if not data["usage"]:
+        del data["usage"]
+    return data
+
+
+def unpack_response(
+    response: ModelResponse, *, run_id: str, conversation_id: str, timestamp: str | None
+) -> ModelResponse:
+    """Stamps a response as the activity stamped it before packing (a no-op on results
+    of releases that sent it whole)."""
+    return response.model_copy(
+        update={"run_id": run_id, "conversation_id": conversation_id, "timestamp": timestamp}
+    )
+
+
+def pack_tool_outcome(outcome: ToolCallOutcome, call_id: str, name: str) -> dict[str, Any]:
+    """The `tool_call` activity's result without the call's id and tool name."""
+    data = outcome.model_dump(mode="json")
+    if isinstance(outcome, ToolReturned):
+        ret = data["tool_return"]
+        if ret["tool_call_id"] == call_id and ret["name"] == name:
+            del ret["tool_call_id"], ret["name"]
+        if ret.get("is_error") is False:
+            del ret["is_error"]
+    return data
+
+
+def unpack_tool_outcome(data: Any, call_id: str, name: str) -> ToolCallOutcome:
+    """A `tool_call` result, packed or whole (runs of earlier releases), as the outcome."""
+    if isinstance(data, dict) and isinstance(data.get("tool_return"), dict):
+        ret = data["tool_return"]
+        if "tool_call_id" not in ret:
+            data = {**data, "tool_return": {"tool_call_id": call_id, "name": name, **ret}}
+    return ToolCallOutcomeAdapter.validate_python(data)

@@ -1,0 +1,258 @@
+"""Packed activity payloads: what is left out comes back exactly, or is read back.
+
+Unit tests of `durable_agent.temporal.compact`, then runs on a real dev server: the tool
+result travels once (to the workflow, not again to the model), a worker that did not see
+the tool result reads the request's messages back by query, and a model request scheduled
+whole (by release v0.2.0) is still served.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
+
+from durable_agent import (
+    AgentBuilder,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TestModel,
+    TextContent,
+    ToolReturn,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from durable_agent.nodes import ToolApprovalNeeded, ToolRetry, ToolReturned
+from durable_agent.temporal import AgentWorkflow
+from durable_agent.temporal.activities import model_request
+from durable_agent.temporal.compact import (
+    pack_messages,
+    pack_response,
+    pack_tool_outcome,
+    unpack_messages,
+    unpack_response,
+    unpack_tool_outcome,
+)
+from durable_agent.temporal.history import EMPTY_DIGEST, extend_digest
+from durable_agent.temporal.history_cache import history_cache, tool_returns
+from durable_agent.temporal.registry import registry
+from durable_agent.temporal.wire import HistoryRef, ModelRequestActivityInput
+
+from .helpers import call, text_response, tool_response
+from .temporal_support import new_worker, start_agent, unique
+
+RESULT = "r" * 300
+STAMP = {"run_id": "run_1", "conversation_id": "conv_1"}
+
+
+def conversation() -> list[Any]:
+    first = ModelRequest(
+        parts=[UserPromptPart(content=[TextContent(text="go")])], timestamp="t0", **STAMP
+    )
+    answer = ModelResponse(parts=[call("lookup", "c1", key=1)], timestamp="t0", **STAMP)
+    returns = ModelRequest(
+        parts=[
+            ToolReturnPart(tool_call_id="c1", name="lookup", content=RESULT, metadata={"d": 1}),
+            RetryPromptPart(content="again", tool_name="other", tool_call_id="c2"),
+        ],
+        timestamp="t1",
+        **STAMP,
+    )
+    return [first, answer, returns]
+
+
+def cached(call_id: str) -> ToolReturn | None:
+    if call_id == "c1":
+        return ToolReturn(tool_call_id="c1", name="lookup", content=RESULT, metadata={"d": 1})
+    return None
+
+
+def test_packed_messages_leave_out_stamps_and_tool_results_and_come_back_exactly() -> None:
+    _, answer, returns = conversation()
+    packed = pack_messages([returns], previous=answer, timestamp="t1")
+    text = json.dumps(packed)
+    for left_out in (RESULT, "run_1", "t1"):
+        assert left_out not in text
+    assert unpack_messages(packed, previous=answer, timestamp="t1", tool_return=cached) == [returns]
+    assert extend_digest(EMPTY_DIGEST, [returns]) == extend_digest(
+        EMPTY_DIGEST,
+        unpack_messages(packed, previous=answer, timestamp="t1", tool_return=cached) or [],
+    )
+
+
+def test_a_message_unlike_the_one_before_it_keeps_its_stamps() -> None:
+    _, answer, returns = conversation()
+    other = returns.model_copy(update={"run_id": "run_2"})
+    packed = pack_messages([other], previous=answer, timestamp="t1")
+    assert packed[0]["run_id"] == "run_2"
+    assert "stamped" not in packed[0]
+    assert unpack_messages(packed, previous=answer, timestamp="t1", tool_return=cached) == [other]
+    unstamped = ModelRequest(parts=[UserPromptPart(content=[TextContent(text="hi")])])
+    packed = pack_messages([unstamped], previous=answer, timestamp="t1")
+    assert unpack_messages(packed, previous=answer, timestamp="t1", tool_return=cached) == [
+        unstamped
+    ]
+
+
+def test_what_is_not_at_hand_gives_none_instead_of_a_guess() -> None:
+    _, answer, returns = conversation()
+    packed = pack_messages([returns], previous=answer, timestamp="t1")
+    assert unpack_messages(packed, previous=None, timestamp="t1", tool_return=cached) is None
+    assert (
+        unpack_messages(packed, previous=answer, timestamp="t1", tool_return=lambda _: None) is None
+    )
+
+
+def test_responses_travel_without_stamps_or_zero_counters() -> None:
+    response = ModelResponse(
+        parts=[call("lookup", "c1", key=1)], model_name="m", timestamp="t1", **STAMP
+    )
+    packed = pack_response(response)
+    assert not {"run_id", "conversation_id", "timestamp", "usage"} & packed.keys()
+    decoded = ModelResponse.model_validate(packed)
+    assert unpack_response(decoded, timestamp="t1", **STAMP) == response
+    # A response an earlier release returned whole comes through unchanged.
+    whole = ModelResponse.model_validate(response.model_dump(mode="json"))
+    assert unpack_response(whole, timestamp="t1", **STAMP) == response
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        ToolReturned(tool_return=ToolReturn(tool_call_id="c1", name="lookup", content=RESULT)),
+        ToolReturned(
+            tool_return=ToolReturn(tool_call_id="c1", name="lookup", content="x", is_error=True)
+        ),
+        ToolRetry(
+            tool_return=ToolReturn(
+                tool_call_id="c1", name="lookup", content="bad", is_error=True, retry=True
+            )
+        ),
+        ToolApprovalNeeded(reason="risky"),
+    ],
+)
+def test_tool_outcomes_round_trip_packed_and_whole(outcome: Any) -> None:
+    packed = pack_tool_outcome(outcome, "c1", "lookup")
+    assert unpack_tool_outcome(packed, "c1", "lookup") == outcome
+    assert unpack_tool_outcome(outcome.model_dump(mode="json"), "c1", "lookup") == outcome
+    if isinstance(outcome, ToolReturned):
+        assert "tool_call_id" not in packed["tool_return"]
+
+
+def lookup(key: int) -> str:
+    return RESULT
+
+
+def lookup_agent(steps: int) -> str:
+    name = unique("compact")
+    script = [tool_response(call("lookup", f"c{i}", key=i)) for i in range(steps)]
+    registry.register(
+        AgentBuilder(TestModel.with_responses([*script, text_response("done")]))
+        .name(name)
+        .tool(lookup)
+        .build()
+    )
+    return name
+
+
+def payloads(history: Any, kind: int, activity: str | None = None) -> list[str]:
+    """The JSON of every activity input (kind SCHEDULED) or result (COMPLETED)."""
+    names: dict[int, str] = {}
+    out: list[str] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            names[event.event_id] = attrs.activity_type.name
+            if kind == event.event_type and attrs.activity_type.name == activity:
+                out.extend(p.data.decode() for p in attrs.input.payloads)
+        if kind == event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attrs = event.activity_task_completed_event_attributes
+            if names[attrs.scheduled_event_id] == activity:
+                out.extend(p.data.decode() for p in attrs.result.payloads)
+    return out
+
+
+async def run_lookups(client: Client, steps: int) -> tuple[Any, Any]:
+    name = lookup_agent(steps)
+    async with new_worker(client) as worker:
+        handle = await start_agent(client, worker, name, "go")
+        result = await handle.result()
+        messages = await handle.query(AgentWorkflow.message_history_page, _page())
+    return (result, messages), await handle.fetch_history()
+
+
+def _page() -> Any:
+    from durable_agent.temporal.wire import HistoryPageQuery
+
+    return HistoryPageQuery(offset=0, limit=1000)
+
+
+async def test_the_tool_result_travels_once_and_the_conversation_is_whole(client: Client) -> None:
+    reads = history_cache.tail_reads
+    (result, messages), history = await run_lookups(client, 3)
+    assert result.output == "done"
+    assert history_cache.tail_reads == reads, "one worker: every request rebuilt from its cache"
+    sched = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    done = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    assert sum(RESULT in p for p in payloads(history, done, "tool_call")) == 3
+    assert not any(RESULT in p for p in payloads(history, sched, "model_request"))
+    assert not any(result.run_id in p for p in payloads(history, done, "model_request"))
+    returns = [
+        part.content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    assert returns == [RESULT] * 3
+    assert all(m.run_id == result.run_id and m.timestamp for m in messages)
+
+
+async def test_a_worker_without_the_tool_result_reads_the_messages_back(client: Client) -> None:
+    (expected, expected_messages), _ = await run_lookups(client, 3)
+    reads = history_cache.tail_reads
+    kept = tool_returns.max_returns
+    tool_returns.max_returns = 0  # as if every tool ran on another worker
+    try:
+        (result, messages), _ = await run_lookups(client, 3)
+    finally:
+        tool_returns.max_returns = kept
+    assert history_cache.tail_reads == reads + 3
+    assert result.output == expected.output == "done"
+
+    def content(ms: list[Any]) -> list[Any]:
+        # Everything but the stamps and the tools' durations, which differ between runs.
+        return [(m.kind, [p.model_dump(exclude={"metadata"}) for p in m.parts]) for m in ms]
+
+    assert content(messages) == content(expected_messages)
+
+
+async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> None:
+    name = lookup_agent(1)
+    history_cache.clear()
+    first = ModelRequest(
+        parts=[UserPromptPart(content=[TextContent(text="go")])], timestamp="t0", **STAMP
+    )
+    whole = ModelRequestActivityInput.model_validate(
+        {
+            "agent": name,
+            "input": {
+                **STAMP,
+                "run_step": 0,
+                "timestamp": "t0",
+                "messages": [first.model_dump(mode="json")],
+            },
+            "history": {"length": 0, "digest": EMPTY_DIGEST},
+        }
+    )
+    packed = await ActivityEnvironment().run(model_request, whole)
+    response = unpack_response(ModelResponse.model_validate(packed), timestamp="t0", **STAMP)
+    assert [p.name for p in response.tool_calls] == ["lookup"]
+    assert history_cache.lookup(
+        "test", HistoryRef(length=2, digest=extend_digest(EMPTY_DIGEST, [first, response]))
+    ) == [first, response]
