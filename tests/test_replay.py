@@ -25,17 +25,16 @@ from .upgrade_agents import register_upgrade_agents
 
 HISTORY_DIR = Path(__file__).resolve().parent / "histories"
 HISTORIES = sorted(HISTORY_DIR.rglob("*.json"))
-RELEASES = {
-    "v0.1.0": {
-        "tool_run",
-        "suspend_resume",
-        "approved",
-        "denied",
-        "waiting_for_approval",
-        "suspended_at_boundary",
-        "mid_tool_call",
-    },
+RELEASE_RUNS = {
+    "tool_run",
+    "suspend_resume",
+    "approved",
+    "denied",
+    "waiting_for_approval",
+    "suspended_at_boundary",
+    "mid_tool_call",
 }
+RELEASES = {"v0.1.0": RELEASE_RUNS, "v0.2.0": RELEASE_RUNS}
 
 
 def history_id(path: Path) -> str:

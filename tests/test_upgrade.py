@@ -1,7 +1,8 @@
 """Runs started by the previous release finish after the worker is upgraded to today's code.
 
-A worker of release v0.1.0 (commit ad71c7d, its tree extracted with `git archive`, run as
-its own `worker.py`) starts three runs: one waiting for approval, one suspended at a
+A worker of an earlier release (v0.1.0 at commit ad71c7d, and v0.2.0 at 754ebe6, the
+library layout; each tree extracted with `git archive`, run as its own `worker.py`) starts
+three runs: one waiting for approval, one suspended at a
 boundary after its tools ran, one in the middle of a tool call. The worker is SIGKILLed, a
 worker of today's tree takes over, and each run is approved, resumed or released. Every run
 completes with its output, no workflow task fails (today's code replays what the release
@@ -37,25 +38,33 @@ from .record_release_histories import (
 )
 from .temporal_support import unique
 
-RELEASE = "ad71c7d"
-"""The previous release (v0.1.0): the last commit before the move to durable_agent.temporal."""
+RELEASES = {"v0.1.0": "ad71c7d", "v0.2.0": "754ebe6"}
+"""Earlier releases by their commits: v0.1.0 the last commit before the move to
+durable_agent.temporal, v0.2.0 the one-package library (whose activity inputs and results
+were still written whole)."""
+
+
+@pytest.fixture(scope="session", params=sorted(RELEASES))
+def release(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
 
 
 @pytest.fixture(scope="session")
-def release_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The previous release's tree, extracted once per session."""
+def release_tree(release: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release's tree, extracted once per session."""
     try:
-        return extract_release(RELEASE, tmp_path_factory.mktemp("release") / "tree")
+        return extract_release(RELEASES[release], tmp_path_factory.mktemp("release") / "tree")
     except ReleaseMissing as error:
-        pytest.fail(f"the upgrade test needs release v0.1.0: {error}", pytrace=False)
+        pytest.fail(f"the upgrade test needs release {release}: {error}", pytrace=False)
 
 
-async def test_runs_started_on_the_previous_release_finish_on_the_new_code(
-    dev_server: DevServer, client: Client, release_tree: Path, tmp_path: Path
+async def test_runs_started_on_an_earlier_release_finish_on_the_new_code(
+    dev_server: DevServer, client: Client, release: str, release_tree: Path, tmp_path: Path
 ) -> None:
     async with TreeWorkers(dev_server.address, tmp_path, "upgrade") as workers:
         try:
-            await asyncio.wait_for(upgrade(workers, client, release_tree), 90)
+            await asyncio.wait_for(upgrade(workers, client, release, release_tree), 90)
         finally:
             (workers.dir / "release").touch()  # lets a blocked call end, so workers stop fast
 
@@ -139,11 +148,11 @@ def work_done(
     }
 
 
-async def upgrade(workers: TreeWorkers, client: Client, release_tree: Path) -> None:
-    old = await workers.start_tree_worker(release_tree, "v0.1.0-worker")
+async def upgrade(workers: TreeWorkers, client: Client, release: str, release_tree: Path) -> None:
+    old = await workers.start_tree_worker(release_tree, f"{release}-worker")
 
     async def start(name: str, fields: dict[str, Any]) -> WorkflowHandle[Any, Any]:
-        # What a client of v0.1.0 sends: the workflow type by name, a JSON object.
+        # What a client of the release sends: the workflow type by name, a JSON object.
         return await client.start_workflow(
             WORKFLOW, fields, id=unique(f"upgrade-{name}"), task_queue=workers.task_queue
         )
@@ -161,10 +170,10 @@ async def upgrade(workers: TreeWorkers, client: Client, release_tree: Path) -> N
     runs = {"approval": approval, "boundary": boundary, "blocked": blocked}
 
     # On the old worker: each run reaches its state, with some work done.
-    await wait_for(approval, waiting_for_approval("d1"), "approval of d1 (v0.1.0)")
-    await wait_for(boundary, suspended(0), "first suspension (v0.1.0)")
+    await wait_for(approval, waiting_for_approval("d1"), f"approval of d1 ({release})")
+    await wait_for(boundary, suspended(0), f"first suspension ({release})")
     await boundary.signal("resume", {})
-    await wait_for(boundary, suspended(1), "second suspension, tools done (v0.1.0)")
+    await wait_for(boundary, suspended(1), f"second suspension, tools done ({release})")
     await workers.wait_for_line("tool_started", blocked.id)
     await wait_for_tool_attempt(blocked)
 
