@@ -30,7 +30,7 @@ import json
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -254,7 +254,7 @@ async def _timed(
     label: str,
     steps: int,
     start: Callable[[], Awaitable[WorkflowHandle[Any, Any]]],
-    read: Callable[[WorkflowHandle[Any, Any]], Awaitable[int]] | None = None,
+    read: Callable[[WorkflowHandle[Any, Any]], Coroutine[Any, Any, int]] | None = None,
 ) -> Row:
     began = time.perf_counter()
     handle = await start()

@@ -200,12 +200,16 @@ def agent_name(steps: int) -> str:
     return f"bench-{steps}-steps"
 
 
-def bench_agent(steps: int) -> Agent:
-    script = [
+def lookup_script(steps: int) -> list[ModelResponse]:
+    """The model's side of a k-step run: a `lookup` call per step (the final text apart)."""
+    return [
         ModelResponse(parts=[ToolCallPart(id=f"c{i}", name="lookup", arguments={"key": i})])
         for i in range(steps)
     ]
-    script.append(ModelResponse(parts=[TextPart(text="done")]))
+
+
+def bench_agent(steps: int) -> Agent:
+    script = [*lookup_script(steps), ModelResponse(parts=[TextPart(text="done")])]
     return (
         AgentBuilder(TestModel.with_responses(script))
         .name(agent_name(steps))
