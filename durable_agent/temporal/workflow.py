@@ -16,7 +16,9 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -75,6 +77,8 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["EVENTS_TOPIC", "AgentWorkflow"]
 
 EVENTS_TOPIC = "events"
+_JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
+"""An empty plain-JSON payload, copied for each stream record (`_record_payload`)."""
 """The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
 offset is its record's `seq`."""
 HANDOFF_RECORDS = 64
@@ -110,6 +114,7 @@ class AgentWorkflow:
         self.stream = WorkflowStream(_stream_state(input.continuation))
         self.events = self.stream.topic(EVENTS_TOPIC, type=AgentStreamRecord)
         self._recent: deque[int] = deque(maxlen=HANDOFF_RECORDS)
+        self._plain_records: bool | None = None
         """Payload sizes of the latest records, for the continue-as-new handoff."""
         workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self._refuse_publish)
         self.earlier_links: list[RunLink] = (
@@ -467,9 +472,26 @@ class AgentWorkflow:
         )
 
     def _publish_record(self, record: AgentStreamRecord) -> None:
-        payload = workflow.payload_converter().to_payload(record)
+        payload = self._record_payload(record)
         self._recent.append(payload.ByteSize())
         self.events.publish(payload)
+
+    def _record_payload(self, record: AgentStreamRecord) -> Payload:
+        """The record as the worker's payload converter writes it. A step publishes some
+        twenty records and a replay writes them all again, so once the converter is seen
+        to write a record as plain pydantic JSON (the plugin's converter does), the rest
+        are written here, the same bytes without the converter's dispatch."""
+        if self._plain_records:
+            plain = Payload()
+            plain.CopyFrom(_JSON_PLAIN)
+            plain.data = to_json(record)
+            return plain
+        payload = workflow.payload_converter().to_payload(record)
+        if self._plain_records is None:
+            self._plain_records = payload == Payload(
+                metadata=_JSON_PLAIN.metadata, data=to_json(record)
+            )
+        return payload
 
     def _stream_handoff(self) -> WorkflowStreamState:
         """The stream's state for the successor, with only its latest records (at most
