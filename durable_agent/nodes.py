@@ -400,9 +400,9 @@ def _arguments(input: ToolCallInput) -> dict[str, Any] | ToolRetry:
 
 
 def _duration(started: float) -> dict[str, Any]:
-    elapsed = time.perf_counter() - started
-    # Microseconds: finer digits are noise, and they would be written into every history.
-    return {"duration_ms": int(elapsed * 1000), "duration_seconds": round(elapsed, 6)}
+    # Whole microseconds: finer digits are noise, and would be written into every history.
+    micros = round((time.perf_counter() - started) * 1_000_000)
+    return {"duration_ms": micros // 1000, "duration_seconds": micros / 1_000_000}
 
 
 def _tool_context(input: ToolCallInput) -> ToolContext:

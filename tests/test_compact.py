@@ -141,7 +141,23 @@ def test_tool_outcomes_round_trip_packed_and_whole(outcome: Any) -> None:
     assert unpack_tool_outcome(packed, "c1", "lookup") == outcome
     assert unpack_tool_outcome(outcome.model_dump(mode="json"), "c1", "lookup") == outcome
     if isinstance(outcome, ToolReturned):
-        assert "tool_call_id" not in packed["tool_return"]
+        assert not {"kind", "tool_call_id", "name"} & packed.keys()
+
+
+def test_a_return_leaves_its_milliseconds_to_its_seconds_unless_they_disagree() -> None:
+    timed = {"duration_ms": 28, "duration_seconds": 0.028999}
+    odd = {"duration_ms": 7, "duration_seconds": 0.028999}
+    for metadata, kept in ((timed, False), (odd, True)):
+        outcome = ToolReturned(
+            tool_return=ToolReturn(tool_call_id="c1", name="t", content=1, metadata=metadata)
+        )
+        packed = pack_tool_outcome(outcome, "c1", "t")
+        assert ("duration_ms" in packed["metadata"]) is kept
+        assert unpack_tool_outcome(packed, "c1", "t") == outcome
+    changed = ToolReturned(
+        tool_return=ToolReturn(tool_call_id="c1", name="t", content=1), toolset_changed=True
+    )
+    assert unpack_tool_outcome(pack_tool_outcome(changed, "c1", "t"), "c1", "t") == changed
 
 
 def lookup(key: int) -> str:

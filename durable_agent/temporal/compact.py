@@ -5,14 +5,15 @@ in each of them are paid for at every step of every run, and again by every repl
 two per-step activities repeat a lot that the receiver already holds:
 
 - A model request's new messages are stamped with the run id, conversation id and time of
-  the message before them and of the request itself; a packed message says `stamped`
-  instead, and the activity copies the stamps back from the message before it.
+  the message before them and of the request itself; a packed message leaves them out,
+  and the activity copies them back from the message before it.
 - Its tool returns were just returned by the `tool_call` activity, whose result history
-  already holds; a packed tool return names its call, and the activity takes the return
-  from the worker's cache of tool results.
+  already holds; a packed tool return names its call (`{"cached": id}`), and the activity
+  takes the return from the worker's cache of tool results.
 - A model response is stamped by the workflow, which knows the stamps; zero usage
   counters are defaults.
-- A tool return names the call it answers, which the workflow made.
+- A tool return names the call it answers, which the workflow made, and its milliseconds,
+  which its seconds give.
 
 What is left out is restored exactly or not at all: the activity checks the messages it
 rebuilt against the chained digest the workflow sent (`through`), and on any difference
@@ -60,19 +61,18 @@ def pack_messages(
     messages: Sequence[ModelMessage], *, previous: ModelMessage | None, timestamp: str | None
 ) -> list[dict[str, Any]]:
     """`messages` as a model request sends them, after `previous` (None: the first, or
-    one the activity may not hold) and stamped at `timestamp`."""
+    one the activity may not hold) and stamped at `timestamp`. A message stamped as the
+    context says leaves its stamps out; any other writes all three, null included."""
     packed = []
     for message in messages:
         data = message.model_dump(mode="json")
-        if _stamped(message, previous, timestamp):
-            for key in _STAMPS:
-                del data[key]
-            data["stamped"] = True
+        for key in _STAMPS:
+            data.pop(key, None)
+        if not _stamped(message, previous, timestamp):
+            data.update({key: getattr(message, key) for key in _STAMPS})
         if isinstance(message, ModelRequest):
             data["parts"] = [
-                {"kind": "tool_return", "tool_call_id": part["tool_call_id"], "cached": True}
-                if part["kind"] == "tool_return"
-                else part
+                {"cached": part["tool_call_id"]} if part["kind"] == "tool_return" else part
                 for part in data["parts"]
             ]
         packed.append(data)
@@ -93,7 +93,7 @@ def unpack_messages(
     restored: list[dict[str, Any]] = []
     for data in packed:
         data = dict(data)
-        if data.pop("stamped", False):
+        if "run_id" not in data:
             if stamps is None:
                 return None
             data["run_id"], data["conversation_id"] = stamps
@@ -102,8 +102,8 @@ def unpack_messages(
         if data.get("kind") == "request" and isinstance(parts, list):
             whole = []
             for part in parts:
-                if isinstance(part, dict) and part.get("cached"):
-                    cached = tool_return(str(part.get("tool_call_id")))
+                if isinstance(part, dict) and "cached" in part:
+                    cached = tool_return(str(part["cached"]))
                     if cached is None:
                         return None
                     part = cached.to_part().model_dump(mode="json")
@@ -115,8 +115,9 @@ def unpack_messages(
 
 
 def pack_response(response: ModelResponse) -> dict[str, Any]:
-    """The model-request activity's result without its stamps and zero usage counters."""
-    data = response.model_dump(mode="json", exclude=set(_STAMPS))
+    """The model-request activity's result without its stamps, its `kind` (the result is
+    decoded as a response) and zero usage counters."""
+    data = response.model_dump(mode="json", exclude={*_STAMPS, "kind"})
     data["usage"] = {key: value for key, value in data["usage"].items() if value}
     if not data["usage"]:
         del data["usage"]
@@ -134,21 +135,43 @@ def unpack_response(
 
 
 def pack_tool_outcome(outcome: ToolCallOutcome, call_id: str, name: str) -> dict[str, Any]:
-    """The `tool_call` activity's result without the call's id and tool name."""
+    """The `tool_call` activity's result without the call's id and tool name; a plain
+    return is written as the return itself (no `kind`), its milliseconds left to be
+    worked out from its seconds."""
     data = outcome.model_dump(mode="json")
-    if isinstance(outcome, ToolReturned):
-        ret = data["tool_return"]
-        if ret["tool_call_id"] == call_id and ret["name"] == name:
-            del ret["tool_call_id"], ret["name"]
-        if ret.get("is_error") is False:
-            del ret["is_error"]
-    return data
+    if not isinstance(outcome, ToolReturned):
+        return data
+    ret: dict[str, Any] = data["tool_return"]
+    if ret["tool_call_id"] == call_id and ret["name"] == name:
+        del ret["tool_call_id"], ret["name"]
+    if ret.get("is_error") is False:
+        del ret["is_error"]
+    metadata = ret.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("duration_ms") == _millis(metadata):
+        del metadata["duration_ms"]
+    return data if outcome.toolset_changed else ret
 
 
 def unpack_tool_outcome(data: Any, call_id: str, name: str) -> ToolCallOutcome:
     """A `tool_call` result, packed or whole (runs of earlier releases), as the outcome."""
+    if isinstance(data, dict) and "kind" not in data:
+        data = {"kind": "return", "tool_return": data}
     if isinstance(data, dict) and isinstance(data.get("tool_return"), dict):
-        ret = data["tool_return"]
-        if "tool_call_id" not in ret:
-            data = {**data, "tool_return": {"tool_call_id": call_id, "name": name, **ret}}
+        ret = dict(data["tool_return"])
+        ret.setdefault("tool_call_id", call_id)
+        ret.setdefault("name", name)
+        metadata = ret.get("metadata")
+        if isinstance(metadata, dict) and "duration_ms" not in metadata:
+            millis = _millis(metadata)
+            if millis is not None:
+                ret["metadata"] = {"duration_ms": millis, **metadata}
+        data = {**data, "tool_return": ret}
     return ToolCallOutcomeAdapter.validate_python(data)
+
+
+def _millis(metadata: dict[str, Any]) -> int | None:
+    """`duration_ms` as `nodes` derives it from `duration_seconds` (whole microseconds)."""
+    seconds = metadata.get("duration_seconds")
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return None
+    return round(seconds * 1_000_000) // 1000

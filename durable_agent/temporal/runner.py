@@ -223,9 +223,11 @@ class ActivityNodeRunner:
             node = f"{self._toolset_kind(listed.toolset)} {listed.toolset}:{listed.remote_name}"
             summary = f"{node} · {call.id}"
             options = self.config.options("tool_call", call.name, toolset=listed.toolset)
+        # A tool is not told the time, and the activity derives the usual key itself.
+        update: dict[str, Any] = {"timestamp": None}
         if input.idempotency_key == f"{workflow.info().workflow_id}:{call.id}":
-            # The activity derives the usual key from its workflow id.
-            input = input.model_copy(update={"idempotency_key": None})
+            update["idempotency_key"] = None
+        input = input.model_copy(update=update)
         outcome = await _execute(
             "tool_call",
             ToolCallActivityInput(agent=self.name, input=input),
