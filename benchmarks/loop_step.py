@@ -25,6 +25,8 @@ from durable_agent import (
     UsageLimits,
 )
 
+CONTINUE = Continue()
+
 
 class CountingExecutor:
     def __init__(self) -> None:
@@ -32,7 +34,7 @@ class CountingExecutor:
 
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue:
         self.count += 1
-        return Continue()
+        return CONTINUE
 
 
 def lookup(key: int) -> str:

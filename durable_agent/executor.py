@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ._fields import WIRE_CONFIG, omit_none
+from ._fields import WIRE_CONFIG, omit_none, trusted
 from .state import AgentRunState, RunStatus
 from .usage import Usage
 
@@ -67,8 +67,10 @@ class AgentResumeEvidence(BaseModel):
         cls, state: AgentRunState, node: AgentExecutionNode, stream_cursor: int
     ) -> AgentResumeEvidence:
         """Evidence is derived from state alone, so it can be recomputed and checked."""
-        return cls(
-            cursor=AgentResumeCursor(
+        return trusted(
+            cls,
+            cursor=trusted(
+                AgentResumeCursor,
                 message_cursor=state.history_offset + len(state.message_history),
                 model_request_attempt=state.run_step,
                 output_validation_attempt=state.output_validation_attempt,

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._fields import trusted
 from .errors import (
     AgentError,
     AgentExecutorError,
@@ -26,6 +27,7 @@ from .errors import (
 )
 from .executor import (
     AgentCheckpoint,
+    AgentCheckpointMetadata,
     AgentExecutionNode,
     AgentResumeEvidence,
     Continue,
@@ -136,7 +138,8 @@ class AgentLoop:
         state = self.state
         view = state.snapshot(share_history=True)
         self._history_views.append(weakref.ref(view))
-        return AgentCheckpoint(
+        return trusted(
+            AgentCheckpoint,
             checkpoint_id=new_id(self.ids, "ckpt"),
             run_id=state.run_id,
             conversation_id=state.conversation_id,
@@ -144,6 +147,7 @@ class AgentLoop:
             run_step=state.run_step,
             resume=AgentResumeEvidence.from_state(state, node, stream_cursor),
             state=view,
+            metadata=trusted(AgentCheckpointMetadata, span_id=None, trace_id=None),
         )
 
     def _add_message(self, message: ModelMessage) -> None:
@@ -257,12 +261,13 @@ class AgentLoop:
 
     def _ref(self) -> RunRef:
         state = self.state
-        return RunRef(
+        return trusted(
+            RunRef,
             run_id=state.run_id,
             conversation_id=state.conversation_id,
             run_step=state.run_step,
             timestamp=format_timestamp(self.ids.now()),
-            metadata=state.metadata,
+            metadata=dict(state.metadata),
         )
 
     # -- steering --------------------------------------------------------------------------

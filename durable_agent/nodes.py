@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ._fields import omit_empty, omit_none
+from ._fields import omit_empty, omit_none, trusted
 from .errors import (
     ApprovalRequired,
     CallDeferred,
@@ -174,7 +174,9 @@ class ToolCallInput(RunRef):
         toolset_tool: ToolsetTool | None = None,
         toolset_digest: str | None = None,
     ) -> ToolCallInput:
-        return cls(
+        # Not validated: every value is the loop's own (a step's cost, not the history's).
+        return trusted(
+            cls,
             **ref.fields(),
             call=call,
             retry=retry,

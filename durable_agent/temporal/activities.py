@@ -64,19 +64,23 @@ def _bind(agent: str, node: str, step: int) -> structlog.stdlib.BoundLogger:
 
 @contextlib.asynccontextmanager
 async def _guard(agent: str, node: str, step: int) -> AsyncIterator[structlog.stdlib.BoundLogger]:
-    """Heartbeats while the body runs and classifies what it raises."""
+    """Heartbeats while the body runs and classifies what it raises.
+
+    The first heartbeat is due a third of the heartbeat timeout in, from a timer rather
+    than a task: most node activities are over long before, and never pay for one."""
     logger = _bind(agent, node, step)
     timeout = activity.info().heartbeat_timeout
-    beat: asyncio.Task[None] | None = None
+    beat: asyncio.TimerHandle | None = None
     if timeout:
         interval = max(timeout.total_seconds() / 3, 0.05)
+        loop = asyncio.get_running_loop()
 
-        async def heartbeat() -> None:
-            while True:
-                activity.heartbeat()
-                await asyncio.sleep(interval)
+        def heartbeat() -> None:
+            nonlocal beat
+            activity.heartbeat()
+            beat = loop.call_later(interval, heartbeat)
 
-        beat = asyncio.create_task(heartbeat())
+        beat = loop.call_later(interval, heartbeat)
     logger.debug("activity started")
     try:
         yield logger
