@@ -23,6 +23,7 @@ from durable_agent import (
     ModelResponse,
     ToolDefinition,
 )
+from durable_agent.ids import uuid4_text
 from durable_agent.models.base import DeltaSink
 from durable_agent.nodes import (
     ListToolsInput,
@@ -61,6 +62,10 @@ class WorkflowIdSource:
 
     def uuid4(self) -> uuid.UUID:
         return workflow.uuid4()
+
+    def uuid4_text(self) -> str:
+        """`str(workflow.uuid4())`: the same random bits, so the same ids on replay."""
+        return uuid4_text(workflow.random().getrandbits(128))
 
     def now(self) -> datetime:
         return workflow.now()
