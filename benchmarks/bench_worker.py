@@ -34,9 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from benchmarks.scale_bench import BareWaitingWorkflow, passthrough_runner, waiting_agent
+from benchmarks.scale_bench import (
+    BareWaitingWorkflow,
+    bare_options,
+    passthrough_runner,
+    waiting_agent,
+)
 from benchmarks.temporal_bench import (
     BARE_ACTIVITIES,
     MAX_CONCURRENT_ACTIVITIES,
@@ -81,12 +87,17 @@ async def run(args: argparse.Namespace) -> None:
             registry.register(bench_agent(steps), replace=True)
         if args.waiting_steps:
             registry.register(waiting_agent(args.waiting_steps), replace=True)
-    client = await Client.connect(args.address, plugins=[DurableAgentPlugin()])
+    options: dict[str, Any] = {}
+    if args.kind == "agent":
+        client = await Client.connect(args.address, plugins=[DurableAgentPlugin()])
+        if args.passthrough_benchmarks:
+            options["workflow_runner"] = passthrough_runner()
+    else:
+        # Bare Temporal: the same converter, no durable-agent plugin.
+        client = await Client.connect(args.address, data_converter=pydantic_data_converter)
+        options.update(bare_options(args.passthrough_benchmarks))
     threads = ThreadProfiles() if args.profile else None
     executor = threads.executor() if threads else None
-    options: dict[str, Any] = {}
-    if args.passthrough_benchmarks:
-        options["workflow_runner"] = passthrough_runner()
     worker = Worker(
         client,
         task_queue=args.task_queue,

@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.api.enums.v1 import EventType
     from temporalio.api.history.v1 import History
     from temporalio.client import Client, WorkflowHistory
+    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.service import RPCError
     from temporalio.worker import Replayer
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -184,19 +185,28 @@ def waiting_agent(steps: int) -> Agent:
 
 
 def passthrough_runner() -> SandboxedWorkflowRunner:
-    """The plugin's sandbox with the `benchmarks` package passed through as well.
+    """Temporal's own sandbox with the plugin's pass-through modules and the `benchmarks`
+    package passed through as well.
 
     A new workflow run re-imports its workflow's module in a fresh sandbox unless the module
     is passed through. The plugin passes `durable_agent` through, so A's module is imported
     once per process; B's (`benchmarks.temporal_bench`, whose body builds pydantic models)
-    is imported again for every run, as temporal_bench measured it. Passing `benchmarks`
-    through (the default; `--reimport-benchmarks` turns it off) puts B on A's footing.
+    would be imported again for every run. Passing `benchmarks` through (the default;
+    `--reimport-benchmarks` turns it off) puts B on A's footing. The class is Temporal's
+    own: A's worker gets the plugin's sandbox from it, B's (no plugin) keeps it.
     """
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(
             *PASSTHROUGH_MODULES, "benchmarks"
         )
     )
+
+
+def bare_options(passthrough: bool) -> dict[str, Any]:
+    """Worker or replayer options for B: bare Temporal, no durable-agent plugin, the same
+    pydantic data converter, Temporal's sandbox (with `benchmarks` passed through)."""
+    runner = passthrough_runner() if passthrough else SandboxedWorkflowRunner()
+    return {"workflow_runner": runner}
 
 
 # -- processes ------------------------------------------------------------------------------
@@ -659,14 +669,18 @@ async def _wait_until(done: Callable[[], Awaitable[bool]], timeout: float, what:
         await asyncio.sleep(0.5)
 
 
-async def _replay_once(histories: Sequence[WorkflowHistory], passthrough: bool) -> float:
-    # The plugin adds AgentWorkflow and the sandbox runner, as on the workers.
-    options: dict[str, Any] = {"workflow_runner": passthrough_runner()} if passthrough else {}
-    replayer = Replayer(
-        workflows=[BareAgentWorkflow, BareWaitingWorkflow],
-        plugins=[DurableAgentPlugin()],
-        **options,
-    )
+async def _replay_once(kind: str, histories: Sequence[WorkflowHistory], passthrough: bool) -> float:
+    """A replay as each kind's worker would do it: A with the plugin (which adds
+    AgentWorkflow and its sandbox), B as bare Temporal."""
+    if kind == "A":
+        options: dict[str, Any] = {"workflow_runner": passthrough_runner()} if passthrough else {}
+        replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()], **options)
+    else:
+        replayer = Replayer(
+            workflows=[BareAgentWorkflow, BareWaitingWorkflow],
+            data_converter=pydantic_data_converter,
+            **bare_options(passthrough),
+        )
     began = time.perf_counter()
     for h in histories:
         await replayer.replay_workflow(h)
@@ -721,10 +735,12 @@ async def replay(pair: Pair, steps: int, replays: int) -> dict[str, ReplayResult
             for kind, chain in chains.items()
         }
         for kind in KINDS:  # not timed: the first replay imports and sets up the sandbox
-            await _replay_once(chains[kind], pair.harness.passthrough)
+            await _replay_once(kind, chains[kind], pair.harness.passthrough)
         for i in range(replays):
             for kind in _order(i):
-                out[kind].timings.append(await _replay_once(chains[kind], pair.harness.passthrough))
+                out[kind].timings.append(
+                    await _replay_once(kind, chains[kind], pair.harness.passthrough)
+                )
         for kind in KINDS:
             _log(f"  replay {kind}: median {out[kind].median:.3f} s")
         return out

@@ -53,6 +53,10 @@ from durable_agent.temporal.activities import ALL_ACTIVITIES
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import EncryptionCodec
 from durable_agent.temporal.plugin import PASSTHROUGH_MODULES, PluginConfigurationError
+from durable_agent.temporal.sandbox import (
+    ContextCachingInstance,
+    ContextCachingSandboxedWorkflowRunner,
+)
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, unique
@@ -394,3 +398,52 @@ async def test_user_worker_hosts_an_agent_as_a_child_workflow(dev_server: DevSer
         started = (await plain.get_workflow_handle(run).fetch_history()).events[0]
         payload = started.workflow_execution_started_event_attributes.input.payloads[0]
         assert payload.metadata["encoding"] == ZLIB, f"{run}: the user's codec was replaced"
+
+
+def test_temporal_sandbox_becomes_the_context_caching_one_and_a_users_subclass_stays() -> None:
+    merged = replayer_config(
+        workflow_runner=SandboxedWorkflowRunner(runner_class=UserRunner),
+        plugins=[DurableAgentPlugin()],
+    )["workflow_runner"]
+    assert type(merged) is ContextCachingSandboxedWorkflowRunner
+    assert merged.runner_class is UserRunner
+    assert merged.restrictions.passthrough_modules >= set(PASSTHROUGH_MODULES)
+
+    class UserSandbox(SandboxedWorkflowRunner):
+        pass
+
+    own = UserSandbox()
+    kept = replayer_config(workflow_runner=own, plugins=[DurableAgentPlugin()])["workflow_runner"]
+    assert type(kept) is UserSandbox
+
+
+def test_contexts_are_asked_once_per_command_until_the_next_activation() -> None:
+    calls: list[object] = []
+
+    class Inner:
+        def get_serialization_context(self, info: object) -> object:
+            calls.append(("context", info))
+            return f"context of {info}"
+
+        def get_external_store_context(self, info: object) -> object:
+            calls.append(("store", info))
+            return f"store of {info}"
+
+        def activate(self, act: object) -> object:
+            calls.append(("activate", act))
+            return "done"
+
+    instance = ContextCachingInstance(Inner())  # type: ignore[arg-type]
+    for _ in range(3):
+        assert instance.get_serialization_context("a") == "context of a"
+        assert instance.get_external_store_context("a") == "store of a"
+    assert instance.get_serialization_context(None) == "context of None"
+    instance.activate("act")  # type: ignore[arg-type]
+    assert instance.get_serialization_context("a") == "context of a"
+    assert calls == [
+        ("context", "a"),
+        ("store", "a"),
+        ("context", None),
+        ("activate", "act"),
+        ("context", "a"),
+    ]

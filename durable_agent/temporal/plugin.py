@@ -58,6 +58,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from durable_agent import Agent, UserError
 
 from .registry import AgentRegistration, registry
+from .sandbox import ContextCachingSandboxedWorkflowRunner
 from .search_attributes import ensure_search_attributes
 from .signing import ApprovalKeys, worker_keys
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
@@ -215,7 +216,7 @@ class DurableAgentPlugin(SimplePlugin):
         modules with the worker, which is all the pass-through is for.
         """
         if existing is None:
-            return SandboxedWorkflowRunner(
+            return ContextCachingSandboxedWorkflowRunner(
                 restrictions=SandboxRestrictions.default.with_passthrough_modules(
                     *PASSTHROUGH_MODULES
                 )
@@ -223,13 +224,19 @@ class DurableAgentPlugin(SimplePlugin):
         if not isinstance(existing, SandboxedWorkflowRunner):
             return existing
         restrictions = existing.restrictions
-        if restrictions.passthrough_all_modules or set(PASSTHROUGH_MODULES) <= set(
-            restrictions.passthrough_modules
+        if not (
+            restrictions.passthrough_all_modules
+            or set(PASSTHROUGH_MODULES) <= set(restrictions.passthrough_modules)
         ):
+            restrictions = restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        if type(existing) is SandboxedWorkflowRunner:
+            # Temporal's own class (not a subclass of the user's): the caching one in its place.
+            return ContextCachingSandboxedWorkflowRunner(
+                restrictions=restrictions, runner_class=existing.runner_class
+            )
+        if restrictions is existing.restrictions:
             return existing
-        return dataclasses.replace(
-            existing, restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        )
+        return dataclasses.replace(existing, restrictions=restrictions)
 
     # --- workflows, activities, agents ----------------------------------------------------
 
