@@ -17,7 +17,9 @@ hosts agents is usually a worker that existed before the agents did:
   converter. Two codecs are refused rather than guessed into an order (compress before
   encrypting, or after?): chain them in one codec of your own.
 - sandbox: a `SandboxedWorkflowRunner` keeps its restrictions and gains our pass-through
-  modules; any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
+  modules; Temporal's own class (not a subclass of the user's) becomes
+  `ContextCachingSandboxedWorkflowRunner` (`.sandbox`), the same sandbox asked less often.
+  Any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
 - interceptors: untouched.
 - workflows and activities: `AgentWorkflow` and the node activities are appended unless
   already there, so the plugin may sit on both the client and the worker.
