@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -53,7 +54,30 @@ from durable_agent.temporal.wire import AgentStatusView, DeferredResultSignal, S
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, event_types, new_worker
 
+SERVER_RETRIES = {WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND}
+"""Workflow task failures the server makes, not the workflow: a signal that arrived while
+the run was completing makes the server refuse the completion, and the next task delivers
+the signal and completes again (a run that ends while a fuzzer signals it meets that)."""
+
+
+def task_failures(history: Any) -> list[str]:
+    """Each WorkflowTaskFailed of the history but the server's retries, cause and message."""
+    return [
+        f"{WorkflowTaskFailedCause.Name(a.cause)}: {a.failure.message}"
+        for e in history.events
+        if e.HasField("workflow_task_failed_event_attributes")
+        for a in [e.workflow_task_failed_event_attributes]
+        if a.cause not in SERVER_RETRIES
+    ]
+
+
 AgentHandle = WorkflowHandle[Any, Any]
+CLOSED_MESSAGES = {
+    "workflow execution already completed",
+    "workflow update was aborted by closing workflow",
+}
+"""What the server answers a signal or update to a run that closed (or was closing)."""
+
 CALLS = {"c_deploy": "deploy", "c_migrate": "migrate"}
 """The two approval-required calls the model makes, by call id."""
 
@@ -206,9 +230,10 @@ class Run:
     # -- sending -------------------------------------------------------------------------------
 
     def closed_by_server(self, error: RPCError) -> None:
-        """Signals and updates to a closed run fail at the server, never in the workflow."""
+        """Signals and updates to a closed run fail at the server, never in the workflow:
+        sent after it closed, or (an update) admitted while it was closing."""
         assert error.status == RPCStatusCode.NOT_FOUND, error
-        assert error.message == "workflow execution already completed", error
+        assert error.message in CLOSED_MESSAGES, error
         self.closed = True
 
     async def signal(self, name: str, payload: Any) -> bool:
@@ -406,8 +431,9 @@ async def test_random_signals_and_updates_never_break_a_waiting_run(
 
     assert result.status == "completed"
     assert result.output == "done"
-    types = event_types(await handle.fetch_history())
-    assert "WORKFLOW_TASK_FAILED" not in types, types
+    history = await handle.fetch_history()
+    assert event_types(history)[-1] == "WORKFLOW_EXECUTION_COMPLETED"
+    assert task_failures(history) == [], "the workflow's own code failed a workflow task"
     assert set(run.first_decision) == set(CALLS)
     ran = [name for name, args in fuzz.log.calls if args["key"].startswith(f"{workflow_id}:")]
     latest = await handle.query(AgentWorkflow.latest_checkpoint)
