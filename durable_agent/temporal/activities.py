@@ -144,11 +144,13 @@ async def model_request(input: ModelRequestActivityInput) -> dict[str, Any]:
 async def _request(
     input: ModelRequestActivityInput, workflow_id: str, run_id: str
 ) -> tuple[nodes.ModelRequestInput, str]:
-    """The whole request the workflow means, and the digest of its messages."""
+    """The whole request the workflow means, and the digest of its messages (each message
+    hashed once: the check of the rebuilt ones gives it)."""
     prefix, digest = await history_cache.resolve_with_digest(workflow_id, run_id, input.history)
     if input.input is not None:
         new = input.input.messages
         request = input.input
+        digest = extend_digest(digest, new)
     else:
         rebuilt = unpack_messages(
             input.messages,
@@ -157,17 +159,18 @@ async def _request(
             tool_return=lambda call_id: tool_returns.get(workflow_id, call_id),
         )
         through = input.through or ""
-        if rebuilt is None or not extend_digest(digest, rebuilt).startswith(through):
-            rebuilt = await history_cache.read_tail(
-                workflow_id, run_id, len(prefix), len(prefix) + len(input.messages)
+        whole = None if rebuilt is None else extend_digest(digest, rebuilt)
+        if rebuilt is None or whole is None or not whole.startswith(through):
+            start = len(prefix)
+            rebuilt, whole = await history_cache.read_tail(
+                workflow_id,
+                run_id,
+                start,
+                start + len(input.messages),
+                after=digest,
+                through=through,
             )
-            if not extend_digest(digest, rebuilt).startswith(through):
-                raise ApplicationError(
-                    f"the messages of {workflow_id}'s model request do not match the digest "
-                    "the workflow sent; retrying",
-                    type="history_mismatch",
-                )
-        new = rebuilt
+        new, digest = rebuilt, whole
         last = new[-1] if new else (prefix[-1] if prefix else None)
         request = nodes.ModelRequestInput.model_construct(
             run_id=(last.run_id if last else None) or "",
@@ -184,7 +187,7 @@ async def _request(
         update["toolset_tools"] = await tool_definitions.resolve(
             workflow_id, run_id, input.toolset_digest
         )
-    return request.model_copy(update=update), extend_digest(digest, new)
+    return request.model_copy(update=update), digest
 
 
 async def _streamed(

@@ -66,9 +66,10 @@ def pack_messages(
     packed = []
     for message in messages:
         data = message.model_dump(mode="json")
-        for key in _STAMPS:
-            data.pop(key, None)
-        if not _stamped(message, previous, timestamp):
+        if _stamped(message, previous, timestamp):
+            for key in _STAMPS:
+                data.pop(key, None)
+        else:
             data.update({key: getattr(message, key) for key in _STAMPS})
         if isinstance(message, ModelRequest):
             data["parts"] = [

@@ -69,11 +69,6 @@ class HistoryCache:
         while len(self._entries) > self.max_runs:
             self._entries.popitem(last=False)
 
-    async def resolve(self, workflow_id: str, run_id: str, ref: HistoryRef) -> list[ModelMessage]:
-        """The `ref.length` messages the workflow means, from cache or by query."""
-        messages, _ = await self.resolve_with_digest(workflow_id, run_id, ref)
-        return messages
-
     async def resolve_with_digest(
         self, workflow_id: str, run_id: str, ref: HistoryRef
     ) -> tuple[list[ModelMessage], str]:
@@ -92,9 +87,11 @@ class HistoryCache:
         return messages, digest
 
     async def read_tail(
-        self, workflow_id: str, run_id: str, start: int, end: int
-    ) -> list[ModelMessage]:
-        """Messages `[start, end)`, which the workflow run `run_id` has just added."""
+        self, workflow_id: str, run_id: str, start: int, end: int, *, after: str, through: str
+    ) -> tuple[list[ModelMessage], str]:
+        """Messages `[start, end)`, which the workflow run `run_id` has just added, and the
+        digest they extend `after` (the first `start` messages' digest) to; it must start
+        with `through`, the workflow's."""
         self.tail_reads += 1
         handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
         messages: list[ModelMessage] = []
@@ -107,9 +104,11 @@ class HistoryCache:
             if not page:
                 break
             messages.extend(page)
-        if len(messages) < end - start:
+        messages = messages[: end - start]
+        digest = extend_digest(after, messages)
+        if len(messages) < end - start or not digest.startswith(through):
             raise _mismatch(workflow_id, start + len(messages), end)
-        return messages[: end - start]
+        return messages, digest
 
     async def _read_from_workflow(
         self, workflow_id: str, run_id: str, ref: HistoryRef
