@@ -11,6 +11,7 @@ import dataclasses
 import zlib
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,11 +21,16 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
+    ActivitySerializationContext,
     DataConverter,
     DefaultFailureConverter,
     DefaultFailureConverterWithEncodedAttributes,
     DefaultPayloadConverter,
+    ExternalStorage,
     PayloadCodec,
+    SerializationContext,
+    WithSerializationContext,
+    WorkflowSerializationContext,
 )
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -56,7 +62,9 @@ from durable_agent.temporal.plugin import PASSTHROUGH_MODULES, PluginConfigurati
 from durable_agent.temporal.sandbox import (
     ContextCachingInstance,
     ContextCachingSandboxedWorkflowRunner,
+    ignores_contexts,
 )
+from durable_agent.temporal.storage import FileStorageDriver
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, unique
@@ -354,27 +362,27 @@ def lookup_order(order_id: str) -> str:
     return f"order {order_id} ships on Tuesday"
 
 
-async def test_user_worker_hosts_an_agent_as_a_child_workflow(dev_server: DevServer) -> None:
-    name = unique("orders")
-    agent = (
-        AgentBuilder(
-            TestModel.with_responses(
-                [
-                    tool_response(call("lookup_order", "c1", order_id="A-17")),
-                    text_response("Your order ships on Tuesday."),
-                ]
-            )
-        )
-        .name(name)
-        .tool(lookup_order)
-        .build()
-    )
-    codec = UserZlibCodec()
-    client = await Client.connect(
+def order_agent(name: str, answer: str) -> Agent[Any]:
+    """An agent that looks order A-17 up, then answers `answer`."""
+    script = [tool_response(call("lookup_order", "c1", order_id="A-17")), text_response(answer)]
+    return AgentBuilder(TestModel.with_responses(script)).name(name).tool(lookup_order).build()
+
+
+async def order_client(
+    dev_server: DevServer, name: str, answer: str, codec: PayloadCodec
+) -> Client:
+    """A client of the user's with `codec`, hosting `order_agent(name, answer)`."""
+    return await Client.connect(
         dev_server.address,
         data_converter=DataConverter(payload_codec=codec),
-        plugins=[DurableAgentPlugin(agents=[agent])],
+        plugins=[DurableAgentPlugin(agents=[order_agent(name, answer)])],
     )
+
+
+async def test_user_worker_hosts_an_agent_as_a_child_workflow(dev_server: DevServer) -> None:
+    name = unique("orders")
+    codec = UserZlibCodec()
+    client = await order_client(dev_server, name, "Your order ships on Tuesday.", codec)
     interceptor = CountingInterceptor()
     workflow_id = unique("ticket")
     async with new_worker(
@@ -447,3 +455,105 @@ def test_contexts_are_asked_once_per_command_until_the_next_activation() -> None
         ("activate", "act"),
         ("context", "a"),
     ]
+
+
+# --- serialization contexts: answered without the sandbox only when nothing reads them ---
+
+
+CONTEXT_KEY = "x-test-context"
+
+
+class ContextBoundCodec(PayloadCodec, WithSerializationContext):
+    """A user's codec bound to the payload's context (as a per-workflow key would be):
+    it writes the context it encoded under, and refuses a payload decoded under another."""
+
+    def __init__(self, context: SerializationContext | None = None, seen: list[str] | None = None):
+        self.context = context
+        self.seen = [] if seen is None else seen
+
+    def with_context(self, context: SerializationContext) -> ContextBoundCodec:
+        return ContextBoundCodec(context, self.seen)
+
+    def describe(self) -> str:
+        if isinstance(self.context, ActivitySerializationContext | WorkflowSerializationContext):
+            return f"{type(self.context).__name__}:{self.context.workflow_id}"
+        return "none"
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        label = self.describe()
+        self.seen.append(label)
+        return [
+            Payload(metadata={**p.metadata, CONTEXT_KEY: label.encode()}, data=p.data)
+            for p in payloads
+        ]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = []
+        for p in payloads:
+            label = p.metadata.get(CONTEXT_KEY)
+            if label is not None and label.decode() != self.describe():
+                raise ValueError(f"encoded under {label.decode()}, decoded under {self.describe()}")
+            metadata = {k: v for k, v in p.metadata.items() if k != CONTEXT_KEY}
+            out.append(Payload(metadata=metadata, data=p.data))
+        return out
+
+
+def test_only_a_converter_that_ignores_contexts_is_answered_without_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    plain = replayer_config(plugins=[DurableAgentPlugin()])
+    assert ignores_contexts(plain["data_converter"])
+    assert plain["workflow_runner"].context_free
+    encrypted = replayer_config(
+        plugins=[DurableAgentPlugin(codec=EncryptionCodec({"k": bytes(32)}, "k"))]
+    )
+    assert encrypted["workflow_runner"].context_free, "our codec does not read contexts"
+    bound = replayer_config(
+        data_converter=DataConverter(payload_codec=ContextBoundCodec()),
+        plugins=[DurableAgentPlugin()],
+    )
+    assert not ignores_contexts(bound["data_converter"])
+    assert not bound["workflow_runner"].context_free
+    stored = replayer_config(
+        plugins=[
+            DurableAgentPlugin(
+                external_storage=ExternalStorage(drivers=[FileStorageDriver(tmp_path)])
+            )
+        ]
+    )
+    assert not stored["workflow_runner"].context_free, "a store context goes to the driver"
+
+
+def test_a_context_free_instance_does_not_ask_the_sandbox() -> None:
+    class Inner:
+        def get_serialization_context(self, info: object) -> object:
+            raise AssertionError("asked the sandbox")
+
+        get_external_store_context = get_serialization_context
+
+    instance = ContextCachingInstance(Inner(), context_free=True)  # type: ignore[arg-type]
+    assert instance.get_serialization_context("a") is None
+    assert instance.get_external_store_context("a").target is None
+
+
+async def test_a_context_bound_codec_gets_each_payloads_context(dev_server: DevServer) -> None:
+    """A codec that reads contexts still gets the real one for every payload, workflow side
+    and activity side: a wrong or missing context fails the payload's decode."""
+    name = unique("contexts")
+    codec = ContextBoundCodec()
+    client = await order_client(dev_server, name, "Tuesday.", codec)
+    async with new_worker(client) as worker:
+        runner = worker.config(active_config=True)["workflow_runner"]
+        assert isinstance(runner, ContextCachingSandboxedWorkflowRunner)
+        assert not runner.context_free
+        workflow_id = unique("bound")
+        result = await client.execute_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent=name, prompt="Where is order A-17?"),
+            id=workflow_id,
+            task_queue=worker.task_queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+    assert result.output == "Tuesday."
+    assert f"ActivitySerializationContext:{workflow_id}" in codec.seen
+    assert f"WorkflowSerializationContext:{workflow_id}" in codec.seen

@@ -18,7 +18,8 @@ hosts agents is usually a worker that existed before the agents did:
   encrypting, or after?): chain them in one codec of your own.
 - sandbox: a `SandboxedWorkflowRunner` keeps its restrictions and gains our pass-through
   modules; Temporal's own class (not a subclass of the user's) becomes
-  `ContextCachingSandboxedWorkflowRunner` (`.sandbox`), the same sandbox asked less often.
+  `ContextCachingSandboxedWorkflowRunner` (`.sandbox`), the same sandbox asked less often,
+  and not at all for serialization contexts when the worker's converter ignores them.
   Any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
 - interceptors: untouched.
 - workflows and activities: `AgentWorkflow` and the node activities are appended unless
@@ -60,7 +61,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from durable_agent import Agent, UserError
 
 from .registry import AgentRegistration, registry
-from .sandbox import ContextCachingSandboxedWorkflowRunner
+from .sandbox import ContextCachingSandboxedWorkflowRunner, ignores_contexts
 from .search_attributes import ensure_search_attributes
 from .signing import ApprovalKeys, worker_keys
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
@@ -305,11 +306,20 @@ class DurableAgentPlugin(SimplePlugin):
         self.register_agents()
         if client is not None and client.data_converter.external_storage is not None:
             registry.external_storage_queues.add(config.get("task_queue") or "")
-        return super().configure_worker(config)
+        config = super().configure_worker(config)
+        if client is not None:
+            config["workflow_runner"] = _answering_contexts(
+                config.get("workflow_runner"), client.data_converter
+            )
+        return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         self.register_agents()
-        return super().configure_replayer(config)
+        config = super().configure_replayer(config)
+        config["workflow_runner"] = _answering_contexts(
+            config.get("workflow_runner"), config.get("data_converter") or DataConverter.default
+        )
+        return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Makes sure the search attributes `AgentWorkflow` upserts exist before it polls:
@@ -347,3 +357,13 @@ class DurableAgentPlugin(SimplePlugin):
             tool_threads.release(slots)
             if keys is not None:
                 worker_keys.discard(queue, keys)
+
+
+def _answering_contexts(runner: WorkflowRunner | None, converter: DataConverter) -> Any:
+    """Our sandbox, told whether the converter its instances serve `ignores_contexts`."""
+    if not isinstance(runner, ContextCachingSandboxedWorkflowRunner):
+        return runner
+    context_free = ignores_contexts(converter)
+    if runner.context_free is context_free:
+        return runner
+    return dataclasses.replace(runner, context_free=context_free)

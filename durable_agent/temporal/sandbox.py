@@ -9,6 +9,12 @@ has six payloads: two activity inputs, their summaries, two results), and of a r
 Within one encode or decode pass no workflow code runs, so the instance's answer for a
 command cannot change: `ContextCachingInstance` remembers answers until the next
 activation, which is where the workflow's pending commands change.
+
+Most workers' converters (the plugin's pydantic one, with or without our codec) do not
+look at the context at all, and without external storage the store context is not read
+either. For those the plugin marks the runner `context_free` (`ignores_contexts`), and
+the instance answers without entering the sandbox: the SDK then picks the same converter
+it would have picked from the real answer.
 """
 
 from __future__ import annotations
@@ -18,7 +24,13 @@ from typing import Any
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.converter import SerializationContext
+from temporalio.converter import (
+    ActivitySerializationContext,
+    DataConverter,
+    SerializationContext,
+    StorageDriverStoreContext,
+    WorkflowSerializationContext,
+)
 from temporalio.worker import (
     WorkflowInstance,
     WorkflowInstanceDetails,
@@ -26,14 +38,41 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.workflow import Info
 
-__all__ = ["ContextCachingInstance", "ContextCachingSandboxedWorkflowRunner"]
+__all__ = ["ContextCachingInstance", "ContextCachingSandboxedWorkflowRunner", "ignores_contexts"]
+
+_PROBES: tuple[SerializationContext, ...] = (
+    WorkflowSerializationContext(namespace="probe", workflow_id="probe"),
+    ActivitySerializationContext(
+        namespace="probe",
+        activity_id="1",
+        activity_type="probe",
+        activity_task_queue="probe",
+        workflow_id="probe",
+        workflow_type="probe",
+        is_local=False,
+    ),
+)
+_NO_STORE = StorageDriverStoreContext(target=None)
+
+
+def ignores_contexts(converter: DataConverter) -> bool:
+    """True if `converter` is the same converter whatever the serialization context, and
+    stores no payload externally: then no context answer can change how a payload is
+    encoded. A converter with any context-aware part (payload converter, codec, failure
+    converter) gives itself a new instance for a context, so it answers False."""
+    if converter.external_storage is not None:
+        return False
+    return all(converter.with_context(probe) is converter for probe in _PROBES)
 
 
 class ContextCachingInstance(WorkflowInstance):
     """A workflow instance whose context answers are remembered until its next activation."""
 
-    def __init__(self, inner: WorkflowInstance) -> None:
+    def __init__(self, inner: WorkflowInstance, *, context_free: bool = False) -> None:
         self.inner = inner
+        self.context_free = context_free
+        """The worker's converter ignores contexts (`ignores_contexts`): answer without
+        asking the sandboxed instance."""
         self._contexts: dict[Any, SerializationContext | None] = {}
         self._stores: dict[Any, Any] = {}
 
@@ -43,6 +82,8 @@ class ContextCachingInstance(WorkflowInstance):
         return self.inner.activate(act)
 
     def get_serialization_context(self, command_info: Any) -> SerializationContext | None:
+        if self.context_free:
+            return None  # the SDK's context-free converter, which every context gives here
         try:
             return self._contexts[command_info]
         except KeyError:
@@ -52,6 +93,8 @@ class ContextCachingInstance(WorkflowInstance):
             return context
 
     def get_external_store_context(self, command_info: Any) -> Any:
+        if self.context_free:
+            return _NO_STORE  # read only by external storage, which this worker has none of
         try:
             return self._stores[command_info]
         except KeyError:
@@ -71,5 +114,8 @@ class ContextCachingInstance(WorkflowInstance):
 class ContextCachingSandboxedWorkflowRunner(SandboxedWorkflowRunner):
     """`SandboxedWorkflowRunner`, its instances wrapped in `ContextCachingInstance`."""
 
+    context_free: bool = False
+    """Set by the plugin when the worker's (or replayer's) converter `ignores_contexts`."""
+
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return ContextCachingInstance(super().create_instance(det))
+        return ContextCachingInstance(super().create_instance(det), context_free=self.context_free)
