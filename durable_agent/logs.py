@@ -48,7 +48,13 @@ def configure_logging(fmt: LogFormat = "console", level: int | str = logging.INF
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # A record below the level is dropped before the shared chain (time stamp,
+        # context) runs: an activity's INFO lines cost nothing on a WARNING worker.
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

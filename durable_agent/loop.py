@@ -124,7 +124,8 @@ class AgentLoop:
             self.state.stream_seq = self.seq
         if self.sink is not None:
             self.sink(
-                AgentStreamRecord(
+                trusted(
+                    AgentStreamRecord,
                     seq=seq,
                     kind=kind,
                     run_id=self.state.run_id,
@@ -136,7 +137,7 @@ class AgentLoop:
 
     def _checkpoint(self, node: AgentExecutionNode, stream_cursor: int) -> AgentCheckpoint:
         state = self.state
-        view = state.snapshot(share_history=True)
+        view = state.snapshot(view=True)
         self._history_views.append(weakref.ref(view))
         return trusted(
             AgentCheckpoint,

@@ -107,20 +107,22 @@ class AgentRunState(BaseModel):
             data.pop("kind", None)
         return data
 
-    def snapshot(self, *, share_history: bool = False) -> AgentRunState:
+    def snapshot(self, *, view: bool = False) -> AgentRunState:
         """A copy that later steps cannot change: lists are copied, messages are shared.
 
-        `share_history` shares the conversation list too, for a holder that grows the
-        original only by copy-on-write (the loop's checkpoints). Taken at every boundary,
-        so it copies the fields directly instead of through `model_copy`'s update."""
+        `view` shares the lists and dicts too, for the loop's own checkpoints: the loop
+        never changes a state's list or dict in place (it assigns a new one, and grows the
+        conversation copy-on-write), so a shallow copy is already immutable to it. Taken at
+        every boundary, so it copies the fields directly instead of through `model_copy`."""
         copy = self.__copy__()
+        if view:
+            return copy
         fields = copy.__dict__
         for name in _COPIED_LISTS:
             fields[name] = list(fields[name])
         fields["tool_retries"] = dict(self.tool_retries)
         fields["metadata"] = dict(self.metadata)
-        if not share_history:
-            fields["message_history"] = list(self.message_history)
+        fields["message_history"] = list(self.message_history)
         return copy
 
     @property
