@@ -227,6 +227,10 @@ async def test_the_tool_result_travels_once_and_the_conversation_is_whole(client
     ]
     assert returns == [RESULT] * 3
     assert all(m.run_id == result.run_id and m.timestamp for m in messages)
+    # An ended run leaves nothing in the worker's caches for the garbage collector to walk.
+    workflow_id = history.workflow_id
+    assert not history_cache.holds(workflow_id), "its conversation is forgotten"
+    assert not tool_returns.holds(workflow_id), "each result was taken by the next request"
 
 
 async def test_a_worker_without_the_tool_result_reads_the_messages_back(client: Client) -> None:

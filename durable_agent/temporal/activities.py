@@ -156,7 +156,7 @@ async def _request(
             input.messages,
             previous=prefix[-1] if prefix else None,
             timestamp=input.timestamp,
-            tool_return=lambda call_id: tool_returns.get(workflow_id, call_id),
+            tool_return=lambda call_id: tool_returns.take(workflow_id, call_id),
         )
         through = input.through or ""
         whole = None if rebuilt is None else extend_digest(digest, rebuilt)
@@ -246,7 +246,11 @@ async def tool_call(input: ToolCallActivityInput) -> dict[str, Any]:
 async def validate_output(input: ValidateOutputActivityInput) -> nodes.OutputOutcome:
     async with _guard(input.agent, "validate_output", input.input.run_step):
         agent = registry.get(input.agent).agent
-        return _checked(await nodes.validate_output(agent, input.input), "validate_output")
+        outcome = _checked(await nodes.validate_output(agent, input.input), "validate_output")
+        workflow_id = activity.info().workflow_id
+        if isinstance(outcome, nodes.OutputOk) and workflow_id is not None:
+            history_cache.forget(workflow_id)
+        return outcome
 
 
 PAYLOAD_LIMIT_BYTES = 1_900_000

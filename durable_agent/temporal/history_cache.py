@@ -63,6 +63,16 @@ class HistoryCache:
         """Forgets every history, as a worker that just started knows none."""
         self._entries.clear()
 
+    def holds(self, workflow_id: str) -> bool:
+        return workflow_id in self._entries
+
+    def forget(self, workflow_id: str) -> None:
+        """Drops a run's history once its output is accepted: it makes no further request
+        unless it goes on (a session's next turn, which then reads it back once). A cache
+        full of ended runs' conversations would hold most of a busy worker's objects,
+        and every full garbage collection walks them all."""
+        self._entries.pop(workflow_id, None)
+
     def store(self, workflow_id: str, messages: list[ModelMessage], digest: str) -> None:
         self._entries[workflow_id] = _Entry(messages, digest)
         self._entries.move_to_end(workflow_id)
@@ -142,7 +152,8 @@ def _mismatch(workflow_id: str, read: int, meant: int) -> ApplicationError:
 
 
 class ToolReturnCache:
-    """The latest tool results of recent runs, by workflow id and tool call id."""
+    """The latest tool results of recent runs, by workflow id and tool call id, until the
+    model request that sends them on takes them."""
 
     def __init__(self, max_returns: int = 4096) -> None:
         self.max_returns = max_returns
@@ -157,6 +168,14 @@ class ToolReturnCache:
 
     def get(self, workflow_id: str, tool_call_id: str) -> ToolReturn | None:
         return self._returns.get((workflow_id, tool_call_id))
+
+    def take(self, workflow_id: str, tool_call_id: str) -> ToolReturn | None:
+        """`get`, for the one model request that sends the result on: from then on the
+        history cache holds it, and a retried request reads it back (`read_tail`)."""
+        return self._returns.pop((workflow_id, tool_call_id), None)
+
+    def holds(self, workflow_id: str) -> bool:
+        return any(key[0] == workflow_id for key in self._returns)
 
     def clear(self) -> None:
         self._returns.clear()
