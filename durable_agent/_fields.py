@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["WIRE_CONFIG", "omit_empty", "omit_none", "trusted"]
+__all__ = ["WIRE_CONFIG", "omit_empty", "omit_none", "shallow_copy", "trusted"]
 
 WIRE_CONFIG = ConfigDict(extra="allow", validate_assignment=False, populate_by_name=True)
 """Unknown fields are kept so that data written by a newer starweaver survives a round trip."""
@@ -41,10 +41,32 @@ def trusted(cls: type[M], **fields: Any) -> M:
     field must be given; nothing is checked."""
     model = cls.__new__(cls)
     _set(model, "__dict__", fields)
-    _set(model, "__pydantic_fields_set__", set(fields))
-    _set(model, "__pydantic_extra__", {} if cls.model_config.get("extra") == "allow" else None)
+    try:
+        every_field, keeps_extra = _shared[cls]
+    except KeyError:
+        every_field = set(cls.model_fields)
+        keeps_extra = cls.model_config.get("extra") == "allow"
+        _shared[cls] = every_field, keeps_extra
+    # Every field is given, so every model of `cls` built here has the same fields set:
+    # one set shared by all of them (pydantic only ever adds a set field's name to it, or
+    # copies it), not a new one per model for the garbage collector to walk.
+    _set(model, "__pydantic_fields_set__", every_field)
+    _set(model, "__pydantic_extra__", {} if keeps_extra else None)
     _set(model, "__pydantic_private__", None)
     return model
 
 
+def shallow_copy(model: M) -> M:
+    """`model.__copy__()` sharing its fields set, as `trusted` does: for copies whose
+    fields are only ever replaced through `__dict__`, taken at every loop boundary."""
+    copy = type(model).__new__(type(model))
+    _set(copy, "__dict__", dict(model.__dict__))
+    _set(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    extra, private = model.__pydantic_extra__, model.__pydantic_private__
+    _set(copy, "__pydantic_extra__", None if extra is None else dict(extra))
+    _set(copy, "__pydantic_private__", None if private is None else dict(private))
+    return copy
+
+
 _set = object.__setattr__
+_shared: dict[type[BaseModel], tuple[set[str], bool]] = {}

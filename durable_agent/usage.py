@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ._fields import WIRE_CONFIG
+from ._fields import WIRE_CONFIG, trusted
 from .errors import UsageLimitExceeded
 
 __all__ = ["Usage", "UsageLimits"]
@@ -25,7 +25,8 @@ class Usage(BaseModel):
 
     def add(self, other: Usage) -> Usage:
         """A new total; usage objects handed out in checkpoints are never mutated."""
-        return Usage(
+        return trusted(
+            Usage,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             input_tokens=self.input_tokens + other.input_tokens,

@@ -20,6 +20,7 @@ from durable_agent import (
     Continue,
     Suspend,
 )
+from durable_agent._fields import shallow_copy
 from durable_agent.stream import StreamKind
 
 __all__ = ["CONTINUE_AS_NEW", "Announce", "TemporalExecutor"]
@@ -88,9 +89,9 @@ class TemporalExecutor:
         self.latest = checkpoint
         # Shallow copies with the conversation left out, at every boundary: `model_copy`'s
         # update costs several times as much.
-        held = checkpoint.state.__copy__()
+        held = shallow_copy(checkpoint.state)
         held.__dict__["message_history"] = []
-        kept = checkpoint.__copy__()
+        kept = shallow_copy(checkpoint)
         kept.__dict__["state"] = held
         self._kept.append((kept, len(checkpoint.state.message_history)))
         decision = self.decide(checkpoint)
