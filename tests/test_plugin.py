@@ -498,6 +498,14 @@ class ContextBoundCodec(PayloadCodec, WithSerializationContext):
         return out
 
 
+class TenantCodec(ContextBoundCodec):
+    """Binds only to the contexts of its tenants' workflows, and answers others with itself."""
+
+    def with_context(self, context: SerializationContext) -> ContextBoundCodec:
+        workflow_id = getattr(context, "workflow_id", None) or ""
+        return super().with_context(context) if workflow_id.startswith("tenant-") else self
+
+
 def test_only_a_converter_that_ignores_contexts_is_answered_without_the_sandbox(
     tmp_path: Path,
 ) -> None:
@@ -513,6 +521,8 @@ def test_only_a_converter_that_ignores_contexts_is_answered_without_the_sandbox(
         plugins=[DurableAgentPlugin()],
     )
     assert not ignores_contexts(bound["data_converter"])
+    tenant = DataConverter(payload_codec=TenantCodec())
+    assert not ignores_contexts(tenant), "a codec that takes contexts, whatever it answers"
     assert not bound["workflow_runner"].context_free
     stored = replayer_config(
         plugins=[

@@ -14,7 +14,8 @@ Most workers' converters (the plugin's pydantic one, with or without our codec) 
 look at the context at all, and without external storage the store context is not read
 either. For those the plugin marks the runner `context_free` (`ignores_contexts`), and
 the instance answers without entering the sandbox: the SDK then picks the same converter
-it would have picked from the real answer.
+it would have picked from the real answer. The plugin judges the converter it is given:
+a replayer plugin listed after it that adds a context-aware codec must be listed before.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from typing import Any
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
     ActivitySerializationContext,
     DataConverter,
+    DefaultPayloadConverter,
     SerializationContext,
     StorageDriverStoreContext,
+    WithSerializationContext,
     WorkflowSerializationContext,
 )
 from temporalio.worker import (
@@ -53,16 +57,29 @@ _PROBES: tuple[SerializationContext, ...] = (
     ),
 )
 _NO_STORE = StorageDriverStoreContext(target=None)
+_CONTEXT_FREE_PAYLOAD_CONVERTERS = (DefaultPayloadConverter, PydanticPayloadConverter)
 
 
 def ignores_contexts(converter: DataConverter) -> bool:
-    """True if `converter` is the same converter whatever the serialization context, and
-    stores no payload externally: then no context answer can change how a payload is
-    encoded. A converter with any context-aware part (payload converter, codec, failure
-    converter) gives itself a new instance for a context, so it answers False."""
+    """True if no part of `converter` can read a serialization context and it stores no
+    payload externally: then no context answer can change how a payload is encoded.
+
+    Judged by what the parts are, not by how they answer a sample context (a codec may
+    answer one context with itself and another with a new instance): the codec and the
+    failure converter must not take contexts at all, and the payload converter must be
+    Temporal's default or pydantic one, whose encoders take none (checked too)."""
     if converter.external_storage is not None:
         return False
-    return all(converter.with_context(probe) is converter for probe in _PROBES)
+    if isinstance(converter.payload_codec, WithSerializationContext):
+        return False
+    if isinstance(converter.failure_converter, WithSerializationContext):
+        return False
+    if converter.payload_converter_class not in _CONTEXT_FREE_PAYLOAD_CONVERTERS:
+        return False
+    payload = converter.payload_converter
+    if not isinstance(payload, WithSerializationContext):
+        return True
+    return all(payload.with_context(probe) is payload for probe in _PROBES)
 
 
 class ContextCachingInstance(WorkflowInstance):
