@@ -159,10 +159,11 @@ async def _request(
             tool_return=lambda call_id: tool_returns.take(workflow_id, call_id),
         )
         through = input.through or ""
-        whole = None if rebuilt is None else extend_digest(digest, rebuilt)
-        if rebuilt is None or whole is None or not whole.startswith(through):
+        if rebuilt is not None and (whole := extend_digest(digest, rebuilt)).startswith(through):
+            new, digest = rebuilt, whole
+        else:
             start = len(prefix)
-            rebuilt, whole = await history_cache.read_tail(
+            new, digest = await history_cache.read_tail(
                 workflow_id,
                 run_id,
                 start,
@@ -170,7 +171,6 @@ async def _request(
                 after=digest,
                 through=through,
             )
-        new, digest = rebuilt, whole
         last = new[-1] if new else (prefix[-1] if prefix else None)
         request = nodes.ModelRequestInput.model_construct(
             run_id=(last.run_id if last else None) or "",
