@@ -34,13 +34,13 @@ def omit_none(default: Any = None) -> Any:
     return Field(default=default, exclude_if=lambda v: v is None)
 
 
-def trusted(cls: type[M], **fields: Any) -> M:
+def trusted(cls: type[M], /, **fields: Any) -> M:
     """A `cls` of values that are already what its fields hold (the loop's own validated
     state), without validating them again: for models built at every loop boundary, where
     validation, or `model_construct`'s defaults pass, is most of a step's cost. Every
     field must be given; nothing is checked."""
-    model = cls.__new__(cls)
-    _set(model, "__dict__", fields)
+    model = _new(cls)
+    _set_dict(model, fields)
     try:
         every_field, keeps_extra = _shared[cls]
     except KeyError:
@@ -50,23 +50,31 @@ def trusted(cls: type[M], **fields: Any) -> M:
     # Every field is given, so every model of `cls` built here has the same fields set:
     # one set shared by all of them (pydantic only ever adds a set field's name to it, or
     # copies it), not a new one per model for the garbage collector to walk.
-    _set(model, "__pydantic_fields_set__", every_field)
-    _set(model, "__pydantic_extra__", {} if keeps_extra else None)
-    _set(model, "__pydantic_private__", None)
+    _set_fields_set(model, every_field)
+    _set_extra(model, {} if keeps_extra else None)
+    _set_private(model, None)
     return model
 
 
-def shallow_copy(model: M) -> M:
-    """`model.__copy__()` sharing its fields set, as `trusted` does: for copies whose
-    fields are only ever replaced through `__dict__`, taken at every loop boundary."""
-    copy = type(model).__new__(type(model))
-    _set(copy, "__dict__", dict(model.__dict__))
-    _set(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+def shallow_copy(model: M, *, share_fields_set: bool = True) -> M:
+    """`model.__copy__()` without pydantic's generic path, taken at every loop boundary.
+    The copy shares the fields set, as `trusted` does, when its fields are only ever
+    replaced through `__dict__`; a copy whose attributes may be assigned gets its own."""
+    copy = _new(type(model))
+    _set_dict(copy, model.__dict__.copy())
+    fields_set = model.__pydantic_fields_set__
+    _set_fields_set(copy, fields_set if share_fields_set else set(fields_set))
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
-    _set(copy, "__pydantic_extra__", None if extra is None else dict(extra))
-    _set(copy, "__pydantic_private__", None if private is None else dict(private))
+    _set_extra(copy, None if extra is None else extra.copy())
+    _set_private(copy, None if private is None else private.copy())
     return copy
 
 
-_set = object.__setattr__
+_new = object.__new__
+# BaseModel keeps these in slots; their descriptors set them without a lookup through the
+# class each time (most of `trusted`'s cost when it went through `object.__setattr__`).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _shared: dict[type[BaseModel], tuple[set[str], bool]] = {}

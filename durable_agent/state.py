@@ -13,7 +13,7 @@ from pydantic import (
     field_serializer,
 )
 
-from ._fields import WIRE_CONFIG, omit_empty, omit_none
+from ._fields import WIRE_CONFIG, omit_empty, omit_none, shallow_copy
 from .hitl import DeferredToolCall, PendingToolApproval
 from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
 from .toolsets import ToolsetListing
@@ -114,7 +114,7 @@ class AgentRunState(BaseModel):
         never changes a state's list or dict in place (it assigns a new one, and grows the
         conversation copy-on-write), so a shallow copy is already immutable to it. Taken at
         every boundary, so it copies the fields directly instead of through `model_copy`."""
-        copy = self.__copy__()
+        copy = shallow_copy(self, share_fields_set=False)
         if view:
             return copy
         fields = copy.__dict__
