@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._fields import trusted
@@ -80,6 +80,18 @@ if TYPE_CHECKING:
 __all__ = ["AgentLoop", "apply_hitl_decisions"]
 
 N = AgentExecutionNode
+_ONE_TOOL_CALL = Usage(tool_calls=1)
+
+
+def _tool_return_data(call: ToolCall, tool_return: ToolReturn) -> dict[str, Any]:
+    content, cut = preview(tool_return.content)
+    return {
+        "tool_call_id": call.id,
+        "is_error": tool_return.is_error,
+        "tool_name": call.name,
+        "content": content,
+        **({"content_truncated": True} if cut else {}),
+    }
 
 
 def _error_kind(exc: BaseException) -> str:
@@ -134,6 +146,15 @@ class AgentLoop:
                 )
             )
         return seq
+
+    def emit_built(
+        self, kind: StreamKind, node: AgentExecutionNode, build: Callable[[], dict[str, Any]]
+    ) -> int:
+        """`emit` for a record whose data costs something to build: built only when a sink
+        listens, numbered either way, so the records' numbers do not depend on listening."""
+        if self.sink is None:
+            return self.emit(kind, node)
+        return self.emit(kind, node, **build())
 
     def _checkpoint(self, node: AgentExecutionNode, stream_cursor: int) -> AgentCheckpoint:
         state = self.state
@@ -308,7 +329,9 @@ class AgentLoop:
             )
             for part in fresh.parts:
                 (head if part.kind in ("instruction", "system_prompt") else tail).append(part)
-        request = ModelRequest(
+        request = trusted(
+            ModelRequest,
+            kind="request",
             parts=[
                 *head,
                 *(r.to_part() for r in returns),
@@ -319,6 +342,7 @@ class AgentLoop:
             run_id=state.run_id,
             conversation_id=state.conversation_id,
             timestamp=ref.timestamp,
+            metadata={},
         )
         self._add_message(request)
         state.pending_steering = []
@@ -349,24 +373,28 @@ class AgentLoop:
             self._delta_sink(step),
         )
         usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
-        self.emit(
+        self.emit_built(
             "model_response",
             N.BEFORE_MODEL_REQUEST,
-            run_step=step,
-            parts=len(response.parts),
-            tool_calls=len(response.tool_calls),
-            **response_view(response),
+            lambda: {
+                "run_step": step,
+                "parts": len(response.parts),
+                "tool_calls": len(response.tool_calls),
+                **response_view(response),
+            },
         )
         self._add_message(response)
         state.latest_response = response
         state.run_step += 1
-        state.usage = state.usage.add(usage)
-        self.emit(
+        total = state.usage = state.usage.add(usage)
+        self.emit_built(
             "usage",
             N.BEFORE_MODEL_REQUEST,
-            run_step=step,
-            request=usage.model_dump(mode="json"),
-            total=state.usage.model_dump(mode="json"),
+            lambda: {
+                "run_step": step,
+                "request": usage.model_dump(mode="json"),
+                "total": total.model_dump(mode="json"),
+            },
         )
         agent.usage_limits.check_tokens(state.usage)
         return N.MODEL_RESPONSE
@@ -710,20 +738,11 @@ class AgentLoop:
                 )
             state.tool_retries = {**state.tool_retries, call.name: used}
         else:
-            state.usage = state.usage.add(Usage(tool_calls=1))
+            state.usage = state.usage.add(_ONE_TOOL_CALL)
             if call.name in state.tool_retries:
                 state.tool_retries = {k: v for k, v in state.tool_retries.items() if k != call.name}
         state.pending_tool_returns = [*state.pending_tool_returns, tool_return]
-        content, cut = preview(tool_return.content)
-        self.emit(
-            "tool_return",
-            N.TOOL_CALL,
-            tool_call_id=call.id,
-            is_error=tool_return.is_error,
-            tool_name=call.name,
-            content=content,
-            **({"content_truncated": True} if cut else {}),
-        )
+        self.emit_built("tool_return", N.TOOL_CALL, lambda: _tool_return_data(call, tool_return))
 
     def _announce_wait(self, kind: StreamKind, call: PendingCall) -> None:
         """`approval_requested` / `call_deferred`: a call that now waits for a human, with
@@ -774,7 +793,7 @@ class AgentLoop:
             ),
         ]
         if result.status != "error":
-            state.usage = state.usage.add(Usage(tool_calls=1))
+            state.usage = state.usage.add(_ONE_TOOL_CALL)
 
 
 def apply_hitl_decisions(

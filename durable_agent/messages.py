@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ._fields import WIRE_CONFIG, omit_empty, omit_none
+from ._fields import WIRE_CONFIG, omit_empty, omit_none, trusted
 from .usage import Usage
 
 __all__ = [
@@ -131,7 +131,7 @@ class ToolCallPart(ToolCall):
     kind: Literal["tool_call"] = "tool_call"
 
     def as_call(self) -> ToolCall:
-        return ToolCall(id=self.id, name=self.name, arguments=self.arguments)
+        return trusted(ToolCall, id=self.id, name=self.name, arguments=self.arguments)
 
 
 ModelResponsePart = Annotated[TextPart | ThinkingPart | ToolCallPart, Field(discriminator="kind")]
@@ -195,7 +195,9 @@ class ToolReturn(BaseModel):
             return RetryPromptPart(
                 content=str(self.content), tool_name=self.name, tool_call_id=self.tool_call_id
             )
-        return ToolReturnPart(
+        return trusted(
+            ToolReturnPart,
+            kind="tool_return",
             tool_call_id=self.tool_call_id,
             name=self.name,
             content=self.content,

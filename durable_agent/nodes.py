@@ -363,10 +363,14 @@ async def tool_call(
         result = await tool.call(_tool_context(input), validated, executor=executor)
     except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
         return _stopped(input, exc)
-    tool_return = ToolReturn(
+    tool_return = trusted(
+        ToolReturn,
         tool_call_id=call.id,
         name=call.name,
         content=_jsonable(result, call),
+        is_error=False,
+        error_kind=None,
+        retry=False,
         metadata=_duration(started),
     )
     return ToolReturned(tool_return=limit_tool_result(agent, tool_return))
@@ -452,6 +456,8 @@ async def _toolset_call(
 def _jsonable(result: object, call: ToolCall) -> Any:
     """The result as JSON data, or a failure no retry can fix: the tool already ran, and a
     retried attempt would only run it again."""
+    if type(result) is str:
+        return result
     try:
         data = to_jsonable_python(result)
         json.dumps(data)
