@@ -56,14 +56,12 @@ def trusted(cls: type[M], /, **fields: Any) -> M:
     return model
 
 
-def shallow_copy(model: M, *, share_fields_set: bool = True) -> M:
-    """`model.__copy__()` without pydantic's generic path, taken at every loop boundary.
-    The copy shares the fields set, as `trusted` does, when its fields are only ever
-    replaced through `__dict__`; a copy whose attributes may be assigned gets its own."""
+def shallow_copy(model: M) -> M:
+    """`model.__copy__()` without pydantic's generic path, for copies taken at every loop
+    boundary: the same fields, extra and private values, a fields set of its own."""
     copy = _new(type(model))
     _set_dict(copy, model.__dict__.copy())
-    fields_set = model.__pydantic_fields_set__
-    _set_fields_set(copy, fields_set if share_fields_set else set(fields_set))
+    _set_fields_set(copy, set(model.__pydantic_fields_set__))
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
     _set_extra(copy, None if extra is None else extra.copy())
     _set_private(copy, None if private is None else private.copy())

@@ -114,7 +114,7 @@ class AgentRunState(BaseModel):
         never changes a state's list or dict in place (it assigns a new one, and grows the
         conversation copy-on-write), so a shallow copy is already immutable to it. Taken at
         every boundary, so it copies the fields directly instead of through `model_copy`."""
-        copy = shallow_copy(self, share_fields_set=False)
+        copy = shallow_copy(self)
         if view:
             return copy
         fields = copy.__dict__

@@ -20,13 +20,16 @@ from durable_agent import (
     Continue,
     Suspend,
 )
-from durable_agent._fields import shallow_copy
 from durable_agent.stream import StreamKind
 
 __all__ = ["CONTINUE_AS_NEW", "Announce", "TemporalExecutor"]
 
 Announce = Callable[[StreamKind, AgentExecutionNode | None, dict[str, Any]], None]
 """How the executor adds a record to the run's stream (`suspended`, `resumed`)."""
+
+_CONTINUE = Continue()
+_CONVERSATION = {"state": {"message_history"}}
+"""The loop only reads a decision's type: one `Continue` serves every boundary."""
 
 CONTINUE_AS_NEW = "continue-as-new"
 """The one `Suspend` the executor hands to the loop: the workflow then continues as new."""
@@ -47,9 +50,12 @@ class TemporalExecutor:
         self.announce: Announce = announce or (lambda kind, node, data: None)
         self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
-        self._kept: list[tuple[AgentCheckpoint, int]] = []
-        """Every boundary's checkpoint without its conversation, and how many messages
-        the conversation had then: forks read them (`recorded`)."""
+        self._ids: list[str] = []
+        self._kept: list[tuple[bytes, int]] = []
+        """Every boundary's checkpoint as JSON without its conversation, and how many
+        messages the conversation had then: forks read them (`recorded`). JSON, not
+        models: a busy worker holds every step's boundaries of every cached run, and
+        the garbage collector walks objects, not bytes."""
         self.pause_reason: str | None = None
         self.suspended_reason: str | None = None
         self._resume_requested = False
@@ -76,26 +82,22 @@ class TemporalExecutor:
 
     def decide(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
         if checkpoint.node is AgentExecutionNode.RUN_FAILED:
-            return Continue()
+            return _CONTINUE
         if self.pause_reason is not None:
             reason, self.pause_reason = self.pause_reason, None
             return Suspend(reason=reason)
         if checkpoint.node in self.suspend_at:
             return Suspend(reason=f"suspend_at {checkpoint.node.value}")
-        return Continue()
+        return _CONTINUE
 
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
         self.evidence.append(checkpoint.resume)
         self.latest = checkpoint
-        # Shallow copies with the conversation left out, at every boundary: `model_copy`'s
-        # update costs several times as much.
-        held = shallow_copy(checkpoint.state)
-        held.__dict__["message_history"] = []
-        kept = shallow_copy(checkpoint)
-        kept.__dict__["state"] = held
+        self._ids.append(checkpoint.checkpoint_id)
+        kept = checkpoint.model_dump_json(exclude=_CONVERSATION).encode()
         self._kept.append((kept, len(checkpoint.state.message_history)))
         decision = self.decide(checkpoint)
-        if isinstance(decision, Suspend):
+        if type(decision) is Suspend:
             self.suspended_reason = decision.reason
             self._resume_requested = False
             self.announce("suspended", checkpoint.node, {"reason": decision.reason})
@@ -110,7 +112,7 @@ class TemporalExecutor:
         self.on_change()
         if self.continue_as_new(checkpoint):
             return Suspend(reason=CONTINUE_AS_NEW)
-        return Continue()
+        return _CONTINUE
 
     @property
     def checkpoint_count(self) -> int:
@@ -118,8 +120,8 @@ class TemporalExecutor:
 
     def position_of(self, checkpoint_id: str) -> int | None:
         """Where this run recorded checkpoint `checkpoint_id` (None: it did not)."""
-        for position, (kept, _) in enumerate(self._kept):
-            if kept.checkpoint_id == checkpoint_id:
+        for position, kept_id in enumerate(self._ids):
+            if kept_id == checkpoint_id:
                 return position
         return None
 
@@ -133,8 +135,9 @@ class TemporalExecutor:
         history = self.latest.state.message_history
         if length > len(history):
             raise ValueError(
-                f"checkpoint {kept.checkpoint_id} held {length} messages, more than the "
+                f"checkpoint {self._ids[position]} held {length} messages, more than the "
                 f"{len(history)} of the latest one; its conversation is not a prefix"
             )
-        state = kept.state.model_copy(update={"message_history": history[:length]})
-        return kept.model_copy(update={"state": state})
+        checkpoint = AgentCheckpoint.model_validate_json(kept)
+        checkpoint.state.message_history = history[:length]
+        return checkpoint
