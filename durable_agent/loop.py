@@ -203,6 +203,10 @@ class AgentLoop:
             raise AgentExecutorError(
                 f"executor {type(self.executor).__name__} failed at {node.value}: {exc}"
             ) from exc
+        if type(decision) is Continue:
+            # Every boundary but a pause ends here; inside a workflow's sandbox each
+            # `isinstance` goes through the sandbox's wrapper.
+            return
         if isinstance(decision, Suspend):
             self.emit("suspended", node, reason=decision.reason)
             raise ExecutionSuspended(node, decision.reason, checkpoint)

@@ -165,7 +165,9 @@ class ModelResponse(BaseModel):
 
     @property
     def tool_calls(self) -> list[ToolCallPart]:
-        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+        # By type, not `isinstance`: asked several times a step, also inside a workflow's
+        # sandbox, which wraps `isinstance`; parts are never subclassed.
+        return [p for p in self.parts if type(p) is ToolCallPart]
 
 
 ModelMessage = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]

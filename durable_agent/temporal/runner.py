@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
@@ -106,6 +106,16 @@ async def _execute(
         )
     except ActivityError as error:
         raise _unwrap(error, node) from error
+
+
+class _OutputOutcomeResult(RootModel[OutputOutcome]):
+    """`OutputOutcome` read as a model. The SDK builds a type adapter per result type per
+    run (each run has a converter of its own): for a model that reuses the class's
+    validator, for a bare union or dict it builds a schema every time. Same JSON."""
+
+
+class _ToolOutcomeResult(RootModel[dict[str, Any]]):
+    """The tool activity's compact outcome read as a model, for the same reason."""
 
 
 class ActivityNodeRunner:
@@ -233,23 +243,23 @@ class ActivityNodeRunner:
         if input.idempotency_key == f"{workflow.info().workflow_id}:{call.id}":
             update["idempotency_key"] = None
         input = input.model_copy(update=update)
-        outcome = await _execute(
+        outcome: _ToolOutcomeResult = await _execute(
             "tool_call",
             ToolCallActivityInput(agent=self.name, input=input),
-            dict[str, Any],
+            _ToolOutcomeResult,
             summary=summary,
             options=options,
             node=node,
         )
-        return unpack_tool_outcome(outcome, call.id, call.name)
+        return unpack_tool_outcome(outcome.root, call.id, call.name)
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
-        validated: OutputOutcome = await _execute(
+        validated: _OutputOutcomeResult = await _execute(
             "validate_output",
             ValidateOutputActivityInput(agent=self.name, input=input),
-            OutputOutcome,
+            _OutputOutcomeResult,
             summary=f"validate_output · step {input.run_step}",
             options=self.config.options("validate_output"),
             node="validate_output",
         )
-        return validated
+        return validated.root
