@@ -38,7 +38,9 @@ def trusted(cls: type[M], /, **fields: Any) -> M:
     """A `cls` of values that are already what its fields hold (the loop's own validated
     state), without validating them again: for models built at every loop boundary, where
     validation, or `model_construct`'s defaults pass, is most of a step's cost. Every
-    field must be given; nothing is checked."""
+    field must be given; nothing is checked. Models built here are not to be changed (as
+    messages and records never are): they share one fields set, and `model_fields_set`
+    lists every field."""
     model = _new(cls)
     _set_dict(model, fields)
     try:

@@ -165,9 +165,9 @@ class ModelResponse(BaseModel):
 
     @property
     def tool_calls(self) -> list[ToolCallPart]:
-        # By type, not `isinstance`: asked several times a step, also inside a workflow's
-        # sandbox, which wraps `isinstance`; parts are never subclassed.
-        return [p for p in self.parts if type(p) is ToolCallPart]
+        # By kind, not `isinstance`: asked several times a step, also inside a workflow's
+        # sandbox, which wraps `isinstance`.
+        return [p for p in self.parts if p.kind == "tool_call"]
 
 
 ModelMessage = Annotated[ModelRequest | ModelResponse, Field(discriminator="kind")]
@@ -205,5 +205,5 @@ class ToolReturn(BaseModel):
             content=self.content,
             is_error=self.is_error,
             error_kind=self.error_kind,
-            metadata=self.metadata,
+            metadata=dict(self.metadata),
         )

@@ -28,7 +28,11 @@ Announce = Callable[[StreamKind, AgentExecutionNode | None, dict[str, Any]], Non
 """How the executor adds a record to the run's stream (`suspended`, `resumed`)."""
 
 _CONTINUE = Continue()
-_CONVERSATION = {"state": {"message_history"}}
+_SHARED_FIELDS = ("latest_response", "toolset_listings")
+"""State fields a boundary's JSON leaves out and keeps by reference: the loop replaces
+them, never changes them in place, and they are the large ones (the response just read, the
+tool schemas listed), so every boundary writing them again would cost each step their size."""
+_BY_REFERENCE = {"state": {"message_history", *_SHARED_FIELDS}}
 """The loop only reads a decision's type: one `Continue` serves every boundary."""
 
 CONTINUE_AS_NEW = "continue-as-new"
@@ -51,11 +55,12 @@ class TemporalExecutor:
         self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
         self._ids: list[str] = []
-        self._kept: list[tuple[bytes, int]] = []
-        """Every boundary's checkpoint as JSON without its conversation, and how many
-        messages the conversation had then: forks read them (`recorded`). JSON, not
-        models: a busy worker holds every step's boundaries of every cached run, and
-        the garbage collector walks objects, not bytes."""
+        self._kept: list[tuple[bytes, int, tuple[Any, ...]]] = []
+        """Every boundary's checkpoint as JSON without its conversation, how many messages
+        the conversation had then, and the state values kept by reference
+        (`_SHARED_FIELDS`): forks read them (`recorded`). JSON, not model copies: a busy worker
+        holds every step's boundaries of every cached run, and the garbage collector walks
+        objects, not bytes."""
         self.pause_reason: str | None = None
         self.suspended_reason: str | None = None
         self._resume_requested = False
@@ -94,10 +99,12 @@ class TemporalExecutor:
         self.evidence.append(checkpoint.resume)
         self.latest = checkpoint
         self._ids.append(checkpoint.checkpoint_id)
-        kept = checkpoint.model_dump_json(exclude=_CONVERSATION).encode()
-        self._kept.append((kept, len(checkpoint.state.message_history)))
+        state = checkpoint.state
+        kept = checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode()
+        shared = tuple(getattr(state, name) for name in _SHARED_FIELDS)
+        self._kept.append((kept, len(state.message_history), shared))
         decision = self.decide(checkpoint)
-        if type(decision) is Suspend:
+        if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason
             self._resume_requested = False
             self.announce("suspended", checkpoint.node, {"reason": decision.reason})
@@ -130,7 +137,7 @@ class TemporalExecutor:
 
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
-        kept, length = self._kept[position]
+        kept, length, shared = self._kept[position]
         assert self.latest is not None, "a recorded boundary implies a latest one"
         history = self.latest.state.message_history
         if length > len(history):
@@ -139,5 +146,8 @@ class TemporalExecutor:
                 f"{len(history)} of the latest one; its conversation is not a prefix"
             )
         checkpoint = AgentCheckpoint.model_validate_json(kept)
-        checkpoint.state.message_history = history[:length]
+        state = checkpoint.state
+        state.message_history = history[:length]
+        for name, value in zip(_SHARED_FIELDS, shared, strict=True):
+            setattr(state, name, value)
         return checkpoint
