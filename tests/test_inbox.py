@@ -245,6 +245,48 @@ async def test_an_approver_sees_the_waiting_call_and_approves_it(
         await page.context.close()
 
 
+async def test_a_list_asked_for_before_a_decision_does_not_swap_its_answer_away(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    """The list polls every half second here; one poll is held in the browser until the
+    approval's answer is on the page, then let through: the confirmation must stay."""
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page = await login(browser, url, "alice")
+        run = card(page, handle)
+        await run.wait_for(timeout=15_000)
+        held, decided, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        polls = 0
+
+        async def hold(route: Any) -> None:
+            nonlocal polls
+            polls += 1
+            if polls == 1:
+                held.set()
+                await decided.wait()
+            else:
+                await release.wait()  # later polls would show the run as it is after
+            await route.continue_()
+
+        await page.route("**/runs?*", hold)
+        await asyncio.wait_for(held.wait(), 10)
+        await run.locator("[data-testid=approve]").click()
+        flash = run.locator("[data-testid=flash]")
+        await flash.wait_for()
+        async with page.expect_event(
+            "requestfinished", lambda request: "/runs?" in request.url, timeout=10_000
+        ):
+            decided.set()
+        await page.wait_for_timeout(300)  # htmx swaps (or drops) the list just after
+        assert await flash.is_visible()
+        assert (await flash.inner_text()).startswith("approved deploy (d1) as alice")
+        release.set()
+        await handle.result()
+        await page.unroute("**/runs?*")
+        await page.context.close()
+
+
 async def test_a_non_approver_gets_no_usable_button_and_a_forged_post_is_refused(
     client: Client, browser: Any, users: UserDirectory
 ) -> None:

@@ -15,6 +15,11 @@
     return edited || root.querySelector(".htmx-request") !== null;
   }
 
+  // A list asked for before a decision's answer came back would swap that answer (and its
+  // confirmation) away with the state from before: such a list is dropped, the next poll
+  // shows the run as it is now.
+  let decidedAt = 0;
+
   function poll() {
     const root = document.getElementById("runs");
     if (!root || !window.htmx || busy(root)) {
@@ -22,10 +27,27 @@
     }
     const body = document.getElementById("runs-body");
     const version = body ? body.dataset.version : "";
-    window.htmx.ajax("GET", "/runs?v=" + encodeURIComponent(version || ""), {
+    const at = Date.now();
+    window.htmx.ajax("GET", "/runs?v=" + encodeURIComponent(version || "") + "&at=" + at, {
       target: "#runs", swap: "innerHTML",
     });
   }
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    const config = event.detail.requestConfig;
+    if (config && String(config.verb).toLowerCase() === "post") {
+      decidedAt = Date.now();
+    }
+  });
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const config = event.detail.requestConfig;
+    const sent = config && String(config.verb).toLowerCase() === "get"
+      ? /^\/runs\?.*[?&]at=(\d+)/.exec(config.path || "") : null;
+    if (sent && decidedAt >= Number(sent[1])) {
+      event.detail.shouldSwap = false;
+    }
+  });
 
   function relative(iso) {
     const seconds = (Date.parse(iso) - Date.now()) / 1000;
