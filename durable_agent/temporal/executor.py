@@ -28,12 +28,12 @@ Announce = Callable[[StreamKind, AgentExecutionNode | None, dict[str, Any]], Non
 """How the executor adds a record to the run's stream (`suspended`, `resumed`)."""
 
 _CONTINUE = Continue()
+"""The loop only reads a decision's type: one `Continue` serves every boundary."""
 _SHARED_FIELDS = ("latest_response", "toolset_listings")
 """State fields a boundary's JSON leaves out and keeps by reference: the loop replaces
 them, never changes them in place, and they are the large ones (the response just read, the
 tool schemas listed), so every boundary writing them again would cost each step their size."""
 _BY_REFERENCE = {"state": {"message_history", *_SHARED_FIELDS}}
-"""The loop only reads a decision's type: one `Continue` serves every boundary."""
 
 CONTINUE_AS_NEW = "continue-as-new"
 """The one `Suspend` the executor hands to the loop: the workflow then continues as new."""
@@ -54,10 +54,9 @@ class TemporalExecutor:
         self.announce: Announce = announce or (lambda kind, node, data: None)
         self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
-        self._ids: list[str] = []
-        self._kept: list[tuple[bytes, int, tuple[Any, ...]]] = []
-        """Every boundary's checkpoint as JSON without its conversation, how many messages
-        the conversation had then, and the state values kept by reference
+        self._kept: list[tuple[str, bytes, int, tuple[Any, ...]]] = []
+        """Every boundary's checkpoint id, the checkpoint as JSON without its conversation,
+        how many messages the conversation had then, and the state values kept by reference
         (`_SHARED_FIELDS`): forks read them (`recorded`). JSON, not model copies: a busy worker
         holds every step's boundaries of every cached run, and the garbage collector walks
         objects, not bytes."""
@@ -98,11 +97,10 @@ class TemporalExecutor:
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
         self.evidence.append(checkpoint.resume)
         self.latest = checkpoint
-        self._ids.append(checkpoint.checkpoint_id)
         state = checkpoint.state
         kept = checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode()
         shared = tuple(getattr(state, name) for name in _SHARED_FIELDS)
-        self._kept.append((kept, len(state.message_history), shared))
+        self._kept.append((checkpoint.checkpoint_id, kept, len(state.message_history), shared))
         decision = self.decide(checkpoint)
         if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason
@@ -127,7 +125,7 @@ class TemporalExecutor:
 
     def position_of(self, checkpoint_id: str) -> int | None:
         """Where this run recorded checkpoint `checkpoint_id` (None: it did not)."""
-        for position, kept_id in enumerate(self._ids):
+        for position, (kept_id, *_) in enumerate(self._kept):
             if kept_id == checkpoint_id:
                 return position
         return None
@@ -137,12 +135,12 @@ class TemporalExecutor:
 
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
-        kept, length, shared = self._kept[position]
+        checkpoint_id, kept, length, shared = self._kept[position]
         assert self.latest is not None, "a recorded boundary implies a latest one"
         history = self.latest.state.message_history
         if length > len(history):
             raise ValueError(
-                f"checkpoint {self._ids[position]} held {length} messages, more than the "
+                f"checkpoint {checkpoint_id} held {length} messages, more than the "
                 f"{len(history)} of the latest one; its conversation is not a prefix"
             )
         checkpoint = AgentCheckpoint.model_validate_json(kept)
