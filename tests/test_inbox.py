@@ -172,6 +172,16 @@ def card(page: Any, handle: WorkflowHandle[Any, Any]) -> Any:
     return page.locator(f'article[data-workflow-id="{handle.id}"]')
 
 
+async def open_card(
+    browser: Any, url: str, user: str, handle: WorkflowHandle[Any, Any]
+) -> tuple[Any, Any]:
+    """`user`'s inbox page, once the run's card is on it, and that card."""
+    page = await login(browser, url, user)
+    run = card(page, handle)
+    await run.wait_for(timeout=15_000)
+    return page, run
+
+
 async def accepted_decisions(
     client: Client, handle: WorkflowHandle[Any, Any]
 ) -> list[ApprovalSignal]:
@@ -253,9 +263,7 @@ async def test_a_list_asked_for_before_a_decision_does_not_swap_its_answer_away(
     agents = Agents()
     async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
         handle = await deploy_run(client, worker, agents)
-        page = await login(browser, url, "alice")
-        run = card(page, handle)
-        await run.wait_for(timeout=15_000)
+        page, run = await open_card(browser, url, "alice", handle)
         held, decided, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
         polls = 0
 
@@ -293,9 +301,7 @@ async def test_a_non_approver_gets_no_usable_button_and_a_forged_post_is_refused
     agents = Agents()
     async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
         handle = await deploy_run(client, worker, agents)
-        page = await login(browser, url, "bob")
-        run = card(page, handle)
-        await run.wait_for(timeout=15_000)
+        page, run = await open_card(browser, url, "bob", handle)
         assert await run.locator("[data-testid=approve]").is_disabled()
         assert await run.locator("[data-testid=deny]").is_disabled()
         assert await run.locator("textarea").count() == 0
@@ -333,9 +339,8 @@ async def test_a_denial_needs_a_reason_and_the_reason_reaches_the_model(
     agents = Agents()
     async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
         handle = await deploy_run(client, worker, agents)
-        page = await login(browser, url, "carol")  # an approver through the ops group
-        run = card(page, handle)
-        await run.wait_for(timeout=15_000)
+        # carol is an approver through the ops group
+        page, run = await open_card(browser, url, "carol", handle)
         before = await handle.query(AgentWorkflow.status)
         await run.locator("[data-testid=deny]").click()
         flash = run.locator("[data-testid=flash]")
@@ -526,9 +531,7 @@ async def test_the_inbox_signs_for_a_worker_that_requires_signatures(
         serving(keyed, worker, agents, users, approval_keys=keys) as url,
     ):
         handle = await deploy_run(keyed, worker, agents)
-        page = await login(browser, url, "alice")
-        run = card(page, handle)
-        await run.wait_for(timeout=15_000)
+        page, run = await open_card(browser, url, "alice", handle)
         await page.screenshot(path=str(ARTIFACTS / "inbox_signed.png"))
         await run.locator("[data-testid=approve]").click()
         await run.locator("[data-testid=flash]").wait_for()
@@ -567,9 +570,8 @@ async def test_a_suspended_run_is_resumed_from_the_inbox(
         )
         view = await wait_for_status(handle, "waiting")
         assert view.suspend_reason
-        page = await login(browser, url, "bob")  # resuming needs no approver
-        run = card(page, handle)
-        await run.wait_for(timeout=15_000)
+        # resuming needs no approver
+        page, run = await open_card(browser, url, "bob", handle)
         assert "Suspended:" in await run.inner_text()
         await run.get_by_role("button", name="Resume").click()
         await page.wait_for_function(
