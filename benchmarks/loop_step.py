@@ -63,6 +63,15 @@ def lookup(key: int) -> str:
     return "x" * 250
 
 
+def step_response(step: int, steps: int) -> ModelResponse:
+    """The model's answer at `step` of a `steps`-lookup run: a lookup, then the text."""
+    if step < steps:
+        return ModelResponse(
+            parts=[ToolCallPart(id=f"c{step}", name="lookup", arguments={"key": step})]
+        )
+    return ModelResponse(parts=[TextPart(text="done")])
+
+
 class UnscriptedModel(Model):
     """TestModel's script for `steps` lookups, worked out per request: the conversation
     is the prompt's request, then a response and a tool return per step, so its length
@@ -78,20 +87,11 @@ class UnscriptedModel(Model):
     async def request(
         self, messages: list[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
-        step = len(messages) // 2
-        if step < self.steps:
-            call = ToolCallPart(id=f"c{step}", name="lookup", arguments={"key": step})
-            return ModelResponse(parts=[call])
-        return ModelResponse(parts=[TextPart(text="done")])
+        return step_response(len(messages) // 2, self.steps)
 
 
 def scripted(steps: int) -> TestModel:
-    script = [
-        ModelResponse(parts=[ToolCallPart(id=f"c{i}", name="lookup", arguments={"key": i})])
-        for i in range(steps)
-    ]
-    script.append(ModelResponse(parts=[TextPart(text="done")]))
-    return TestModel.with_responses(script)
+    return TestModel.with_responses([step_response(step, steps) for step in range(steps + 1)])
 
 
 MODELS = {"test": scripted, "unscripted": UnscriptedModel}
