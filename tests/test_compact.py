@@ -38,7 +38,7 @@ from durable_agent.temporal.compact import (
     unpack_response,
     unpack_tool_outcome,
 )
-from durable_agent.temporal.history import EMPTY_DIGEST, extend_digest
+from durable_agent.temporal.history import EMPTY_DIGEST, HistoryDigest, extend_digest
 from durable_agent.temporal.history_cache import history_cache, tool_returns
 from durable_agent.temporal.registry import registry
 from durable_agent.temporal.wire import HistoryRef, ModelRequestActivityInput
@@ -70,6 +70,21 @@ def cached(call_id: str) -> ToolReturn | None:
     if call_id == "c1":
         return ToolReturn(tool_call_id="c1", name="lookup", content=RESULT, metadata={"d": 1})
     return None
+
+
+def test_a_digest_peeked_ahead_is_the_one_advancing_gives() -> None:
+    messages = conversation()
+    digest = HistoryDigest()
+    assert digest.advance(messages, 1) == extend_digest(EMPTY_DIGEST, messages[:1])
+    assert digest.peek(messages, 2) == extend_digest(EMPTY_DIGEST, messages[:2])
+    assert digest.length == 1
+    assert digest.advance(messages, 3) == extend_digest(EMPTY_DIGEST, messages)
+    # Short of the peeked length, it still hashes from where it stood.
+    behind = HistoryDigest()
+    behind.peek(messages, 3)
+    assert behind.advance(messages, 2) == extend_digest(EMPTY_DIGEST, messages[:2])
+    with pytest.raises(ValueError, match="cannot go back"):
+        behind.peek(messages, 1)
 
 
 def test_packed_messages_leave_out_stamps_and_tool_results_and_come_back_exactly() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pydantic import BaseModel
 from temporalio import workflow
 
 from durable_agent import (
@@ -35,6 +36,13 @@ them, never changes them in place, and they are the large ones (the response jus
 tool schemas listed), so every boundary writing them again would cost each step their size."""
 _BY_REFERENCE = {"state": {"message_history", *_SHARED_FIELDS}}
 
+
+class _Resume(BaseModel):
+    """A kept checkpoint's JSON read for its evidence alone (the rest is skipped)."""
+
+    resume: AgentResumeEvidence
+
+
 CONTINUE_AS_NEW = "continue-as-new"
 """The one `Suspend` the executor hands to the loop: the workflow then continues as new."""
 
@@ -52,14 +60,20 @@ class TemporalExecutor:
         self.earlier_checkpoints = 0
         self.on_change = on_change or (lambda: None)
         self.announce: Announce = announce or (lambda kind, node, data: None)
-        self.evidence: list[AgentResumeEvidence] = []
         self.latest: AgentCheckpoint | None = None
-        self._kept: list[tuple[str, bytes, int, tuple[Any, ...]]] = []
-        """Every boundary's checkpoint id, the checkpoint as JSON without its conversation,
-        how many messages the conversation had then, and the state values kept by reference
-        (`_SHARED_FIELDS`): forks read them (`recorded`). JSON, not model copies: a busy worker
-        holds every step's boundaries of every cached run, and the garbage collector walks
-        objects, not bytes."""
+        # Every boundary's checkpoint id, its node, the checkpoint as JSON without its
+        # conversation, how many messages the conversation had then, and the state values
+        # kept by reference (`_SHARED_FIELDS`): forks read them back (`recorded`), the
+        # `checkpoints` query reads the evidence out of the JSON (`evidence`). Flat lists of
+        # strings, bytes and shared references, not a model or tuple per boundary: a busy
+        # worker holds every step's boundaries of every cached run, and a finished run's
+        # instance is freed by the garbage collector, which walks objects, not bytes.
+        self._ids: list[str] = []
+        self._nodes: list[AgentExecutionNode] = []
+        self._kept: list[bytes] = []
+        self._lengths: list[int] = []
+        self._shared: list[list[Any]] = [[] for _ in _SHARED_FIELDS]
+        self._evidence: list[AgentResumeEvidence] = []
         self.pause_reason: str | None = None
         self.suspended_reason: str | None = None
         self._resume_requested = False
@@ -95,12 +109,14 @@ class TemporalExecutor:
         return _CONTINUE
 
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
-        self.evidence.append(checkpoint.resume)
         self.latest = checkpoint
         state = checkpoint.state
-        kept = checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode()
-        shared = tuple(getattr(state, name) for name in _SHARED_FIELDS)
-        self._kept.append((checkpoint.checkpoint_id, kept, len(state.message_history), shared))
+        self._ids.append(checkpoint.checkpoint_id)
+        self._nodes.append(checkpoint.node)
+        self._kept.append(checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode())
+        self._lengths.append(len(state.message_history))
+        for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
+            values.append(getattr(state, name))
         decision = self.decide(checkpoint)
         if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason
@@ -121,21 +137,40 @@ class TemporalExecutor:
 
     @property
     def checkpoint_count(self) -> int:
-        return self.earlier_checkpoints + len(self.evidence)
+        return self.earlier_checkpoints + len(self._ids)
+
+    @property
+    def recorded_count(self) -> int:
+        """How many boundaries this run recorded."""
+        return len(self._ids)
+
+    @property
+    def nodes(self) -> list[AgentExecutionNode]:
+        """Each recorded boundary's node, in order."""
+        return self._nodes
+
+    @property
+    def evidence(self) -> list[AgentResumeEvidence]:
+        """Every recorded boundary's resume evidence, read out of its JSON when first asked
+        for (queries ask; the loop never does), then kept for the next query."""
+        read = self._evidence
+        for kept in self._kept[len(read) :]:
+            read.append(_Resume.model_validate_json(kept).resume)
+        return read
 
     def position_of(self, checkpoint_id: str) -> int | None:
         """Where this run recorded checkpoint `checkpoint_id` (None: it did not)."""
-        for position, (kept_id, *_) in enumerate(self._kept):
-            if kept_id == checkpoint_id:
-                return position
-        return None
+        try:
+            return self._ids.index(checkpoint_id)
+        except ValueError:
+            return None
 
     def recorded(self, position: int) -> AgentCheckpoint:
         """This run's checkpoint at `position` (0: its first boundary), whole again.
 
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
-        checkpoint_id, kept, length, shared = self._kept[position]
+        checkpoint_id, length = self._ids[position], self._lengths[position]
         assert self.latest is not None, "a recorded boundary implies a latest one"
         history = self.latest.state.message_history
         if length > len(history):
@@ -143,9 +178,9 @@ class TemporalExecutor:
                 f"checkpoint {checkpoint_id} held {length} messages, more than the "
                 f"{len(history)} of the latest one; its conversation is not a prefix"
             )
-        checkpoint = AgentCheckpoint.model_validate_json(kept)
+        checkpoint = AgentCheckpoint.model_validate_json(self._kept[position])
         state = checkpoint.state
         state.message_history = history[:length]
-        for name, value in zip(_SHARED_FIELDS, shared, strict=True):
-            setattr(state, name, value)
+        for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
+            setattr(state, name, values[position])
         return checkpoint

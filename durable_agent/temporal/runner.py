@@ -42,7 +42,7 @@ from .compact import (
     unpack_response,
     unpack_tool_outcome,
 )
-from .history import EMPTY_DIGEST, HistoryDigest, extend_digest
+from .history import EMPTY_DIGEST, HistoryDigest
 from .registry import AgentRegistration
 from .toolsets import definitions_digest
 from .wire import (
@@ -168,6 +168,7 @@ class ActivityNodeRunner:
         total = self.offset + len(messages)
         prefix = min(self._cached_length, total)
         digest = self.digest.advance(messages, prefix)
+        through = self.digest.peek(messages, total)
         new = messages[prefix - self.offset :]
         before = prefix - self.offset - 1
         packed = ModelRequestActivityInput(
@@ -179,7 +180,7 @@ class ActivityNodeRunner:
                 previous=messages[before] if before >= 0 else None,
                 timestamp=input.timestamp,
             ),
-            through=extend_digest(digest, new)[:DIGEST_CHARS],
+            through=through[:DIGEST_CHARS],
             history=HistoryRef(length=prefix, digest=digest[:DIGEST_CHARS]),
             toolset_digest=self._toolset_digest(input.toolset_tools),
             overrides=self.overrides,

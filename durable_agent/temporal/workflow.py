@@ -895,7 +895,7 @@ class AgentWorkflow:
         is None when this run did not record it; `previous_run_id` names the run to ask."""
         executor = self.executor
         first = executor.earlier_checkpoints
-        count = len(executor.evidence)
+        count = executor.recorded_count
         position: int | None
         if query.checkpoint_id is not None:
             position = executor.position_of(query.checkpoint_id)
@@ -904,7 +904,7 @@ class AgentWorkflow:
             position = query.index - first if inside else None
         else:
             failed = AgentExecutionNode.RUN_FAILED
-            resumable = [i for i, e in enumerate(executor.evidence) if e.node is not failed]
+            resumable = [i for i, node in enumerate(executor.nodes) if node is not failed]
             position = resumable[-1] if resumable else None
         info = workflow.info()
         return CheckpointLookup(
