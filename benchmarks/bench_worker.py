@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
+import json
 import logging
 import pstats
 import signal
@@ -80,6 +82,33 @@ class ThreadProfiles:
         )
 
 
+class Collector:
+    """The garbage collector's time and collections per generation in this process, written
+    to a file when asked (SIGUSR1): the parent reads it around each round."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self.requests = 0
+        self._began = 0.0
+        gc.callbacks.append(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._began
+            self.collections[info["generation"]] += 1
+
+    def write(self) -> None:
+        self.requests += 1
+        stats = {"request": self.requests, "seconds": self.seconds, "collections": self.collections}
+        partial = self.path.with_suffix(".tmp")
+        partial.write_text(json.dumps(stats))
+        partial.replace(self.path)
+
+
 async def run(args: argparse.Namespace) -> None:
     configure_logging("console", level=logging.WARNING)
     if args.kind == "agent":
@@ -122,6 +151,8 @@ async def run(args: argparse.Namespace) -> None:
     main_profiler = cProfile.Profile(time.thread_time) if args.profile else None
     if main_profiler is not None:
         main_profiler.enable()
+    if args.gc_stats is not None:
+        loop.add_signal_handler(signal.SIGUSR1, Collector(args.gc_stats).write)
     print(READY, flush=True)
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait([running, stopping], return_when=asyncio.FIRST_COMPLETED)
@@ -166,6 +197,12 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
         help="register the agent that waits for approval after this many steps (0: none)",
     )
     parser.add_argument("--profile", type=Path, default=None, help="cProfile stats file")
+    parser.add_argument(
+        "--gc-stats",
+        type=Path,
+        default=None,
+        help="write the garbage collector's time and collections here on SIGUSR1",
+    )
     parser.add_argument(
         "--passthrough-benchmarks",
         action="store_true",

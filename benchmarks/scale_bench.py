@@ -44,6 +44,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import logging
 import os
 import platform
@@ -216,13 +217,53 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-class WorkerProcess:
-    """A `benchmarks.bench_worker` child; its CPU is read from /proc."""
+@dataclasses.dataclass(frozen=True)
+class CollectorStats:
+    """A worker's garbage collector so far: seconds spent, collections per generation."""
 
-    def __init__(self, kind: str, task_queue: str, process: asyncio.subprocess.Process) -> None:
+    seconds: float
+    collections: tuple[int, int, int]
+
+    def since(self, earlier: CollectorStats) -> CollectorStats:
+        a, b, c = (x - y for x, y in zip(self.collections, earlier.collections, strict=True))
+        return CollectorStats(self.seconds - earlier.seconds, (a, b, c))
+
+
+class WorkerProcess:
+    """A `benchmarks.bench_worker` child; its CPU is read from /proc, its collector's
+    figures from the file it writes when signalled."""
+
+    def __init__(
+        self,
+        kind: str,
+        task_queue: str,
+        process: asyncio.subprocess.Process,
+        gc_stats: Path | None = None,
+    ) -> None:
         self.kind = kind
         self.task_queue = task_queue
         self.process = process
+        self.gc_stats = gc_stats
+        self._gc_requests = 0
+
+    async def collector(self, timeout: float = 10) -> CollectorStats | None:
+        """The worker's collector figures now (None: it was started without a file)."""
+        if self.gc_stats is None:
+            return None
+        self._gc_requests += 1
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                stats = json.loads(self.gc_stats.read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                stats = {"request": 0}
+            if stats["request"] >= self._gc_requests:
+                a, b, c = stats["collections"]
+                return CollectorStats(float(stats["seconds"]), (a, b, c))
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the {self.kind} worker wrote no collector figures")
+            await asyncio.sleep(0.02)
 
     @classmethod
     async def start(
@@ -235,6 +276,7 @@ class WorkerProcess:
         waiting_steps: int = 0,
         profile: Path | None = None,
         passthrough: bool = False,
+        gc_stats: Path | None = None,
         timeout: float = 120,
     ) -> WorkerProcess:
         command = [
@@ -256,6 +298,8 @@ class WorkerProcess:
             command += ["--profile", str(profile)]
         if passthrough:
             command.append("--passthrough-benchmarks")
+        if gc_stats is not None:
+            command += ["--gc-stats", str(gc_stats)]
         process = await asyncio.create_subprocess_exec(
             *command,
             cwd=ROOT,
@@ -263,7 +307,7 @@ class WorkerProcess:
             stdout=asyncio.subprocess.PIPE,
             preexec_fn=die_with_parent,
         )
-        worker = cls(kind, task_queue, process)
+        worker = cls(kind, task_queue, process, gc_stats)
         try:
             assert process.stdout is not None
             line = await asyncio.wait_for(process.stdout.readline(), timeout)
@@ -364,6 +408,7 @@ class Harness:
             waiting_steps=waiting_steps,
             profile=profile,
             passthrough=self.passthrough,
+            gc_stats=self.directory / f"{queue}-gc.json",
         )
         self.workers.append(worker)
         _log(f"{kind} worker ready: pid {worker.pid}, task queue {queue}")
@@ -475,6 +520,7 @@ class Round:
     sample: Sample
     workflow_tasks: int
     bytes: int
+    collector: CollectorStats | None = None
 
 
 @dataclasses.dataclass
@@ -492,10 +538,14 @@ async def throughput(pair: Pair, runs: int, steps: int, rounds: int) -> Throughp
     for i in range(rounds):
         for kind in _order(i):
             start = pair.start(kind)
-            watch = Stopwatch(pair.worker(kind), pair.harness)
+            worker = pair.worker(kind)
+            collected = await worker.collector()
+            watch = Stopwatch(worker, pair.harness)
             handles = await asyncio.gather(*(start(steps) for _ in range(runs)))
             await asyncio.gather(*(h.result() for h in handles))
             sample = watch.stop()
+            after = await worker.collector()
+            collector = after.since(collected) if after and collected else None
             bench = pair.bench(kind)
             histories = [h for handle in handles for h in await bench.chain(handle)]
             tasks = sum(
@@ -505,7 +555,7 @@ async def throughput(pair: Pair, runs: int, steps: int, rounds: int) -> Throughp
                 if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
             )
             size = sum(History(events=h.events).ByteSize() for h in histories)
-            result.rounds.append(Round(kind, i + 1, sample, tasks, size))
+            result.rounds.append(Round(kind, i + 1, sample, tasks, size, collector))
             total = runs * steps
             _log(
                 f"  throughput {kind} #{i + 1}: {sample.wall:.1f} s, {total / sample.wall:.1f} "
@@ -527,17 +577,21 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
         f"{len(tp.of('A'))} round(s) per kind, alternating (A B, then B A, ...). A round starts "
         "all runs at once and ends with the last result. Worker CPU = utime + stime of that "
         "kind's worker process over the round, server CPU the same for the dev server; both "
-        "per step (runs x steps).",
+        "per step (runs x steps). Collector: the worker's garbage collector over the round "
+        "(`gc.callbacks`), its time per step (part of the worker CPU) and its collections of "
+        "generations 0 / 1 / 2.",
         "",
         "| round | kind | wall s | steps/s | worker CPU ms/step | server CPU ms/step "
-        "| workflow tasks/step | history bytes/step |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| workflow tasks/step | history bytes/step | collector ms/step | collections |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in tp.rounds:
+        gc_time = per_step(r.collector.seconds) if r.collector else "n/a"
+        gcs = " / ".join(str(n) for n in r.collector.collections) if r.collector else "n/a"
         lines.append(
             f"| {r.index} | {r.kind} | {r.sample.wall:.1f} | {total / r.sample.wall:.1f} | "
             f"{per_step(r.sample.worker_cpu)} | {per_step(r.sample.server_cpu)} | "
-            f"{r.workflow_tasks / total:.2f} | {r.bytes / total:,.0f} |"
+            f"{r.workflow_tasks / total:.2f} | {r.bytes / total:,.0f} | {gc_time} | {gcs} |"
         )
     med: dict[str, dict[str, float | None]] = {}
     for kind in KINDS:
@@ -548,14 +602,15 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
             "server": _median(r.sample.server_cpu for r in rounds),
             "tasks": _median(r.workflow_tasks for r in rounds),
             "bytes": _median(r.bytes for r in rounds),
+            "collector": _median(r.collector.seconds if r.collector else None for r in rounds),
         }
     lines += [
         "",
         "Medians over the rounds:",
         "",
         "| | wall s | steps/s | worker CPU ms/step | server CPU ms/step | workflow tasks/step "
-        "| history bytes/step |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| history bytes/step | collector ms/step |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for kind in KINDS:
         m = med[kind]
@@ -563,7 +618,7 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
         lines.append(
             f"| {kind} | {wall:.1f} | {total / wall:.1f} | {per_step(m['worker'])} | "
             f"{per_step(m['server'])} | {(m['tasks'] or 0) / total:.2f} | "
-            f"{(m['bytes'] or 0) / total:,.0f} |"
+            f"{(m['bytes'] or 0) / total:,.0f} | {per_step(m['collector'])} |"
         )
     a, b = med["A"], med["B"]
 
@@ -575,7 +630,7 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
 
     lines.append(
         f"| A/B | {ratio('wall')} | {ratio('wall', invert=True)} | {ratio('worker')} | "
-        f"{ratio('server')} | {ratio('tasks')} | {ratio('bytes')} |"
+        f"{ratio('server')} | {ratio('tasks')} | {ratio('bytes')} | |"
     )
     return lines
 

@@ -70,17 +70,7 @@ async def _guard(agent: str, node: str, step: int) -> AsyncIterator[structlog.st
     than a task: most node activities are over long before, and never pay for one."""
     logger = _bind(agent, node, step)
     timeout = activity.info().heartbeat_timeout
-    beat: asyncio.TimerHandle | None = None
-    if timeout:
-        interval = max(timeout.total_seconds() / 3, 0.05)
-        loop = asyncio.get_running_loop()
-
-        def heartbeat() -> None:
-            nonlocal beat
-            activity.heartbeat()
-            beat = loop.call_later(interval, heartbeat)
-
-        beat = loop.call_later(interval, heartbeat)
+    beat = _Heartbeat(timeout.total_seconds()) if timeout else None
     logger.debug("activity started")
     try:
         yield logger
@@ -106,6 +96,29 @@ async def _guard(agent: str, node: str, step: int) -> AsyncIterator[structlog.st
     finally:
         if beat is not None:
             beat.cancel()
+
+
+class _Heartbeat:
+    """Heartbeats every third of the heartbeat timeout, from timers of the event loop.
+
+    An object rather than a closure that schedules itself: such a closure refers to itself,
+    a cycle that kept every activity's context (its info, its timer, the context variables)
+    alive until the garbage collector found it."""
+
+    def __init__(self, timeout: float) -> None:
+        self._interval = max(timeout / 3, 0.05)
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(self._interval, self._beat)
+
+    def _beat(self) -> None:
+        activity.heartbeat()
+        self._timer = self._loop.call_later(self._interval, self._beat)
+
+    def cancel(self) -> None:
+        """Cancelling the timer drops its callback, the one reference back to this object."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 @activity.defn(name="prepare_model_request")
