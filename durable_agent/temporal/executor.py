@@ -109,11 +109,12 @@ class TemporalExecutor:
         return _CONTINUE
 
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
+        kept = checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode()
         self.latest = checkpoint
         state = checkpoint.state
         self._ids.append(checkpoint.checkpoint_id)
         self._nodes.append(checkpoint.node)
-        self._kept.append(checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode())
+        self._kept.append(kept)
         self._lengths.append(len(state.message_history))
         for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
             values.append(getattr(state, name))

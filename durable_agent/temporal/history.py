@@ -40,24 +40,23 @@ class HistoryDigest:
 
     def advance(self, messages: list[ModelMessage], length: int) -> str:
         """The digest of the first `length` messages, where `messages` starts at `offset`."""
-        if length < self.length:
-            raise ValueError(f"history digest cannot go back from {self.length} to {length}")
         if self._ahead is not None and self.length <= self._ahead[0] <= length:
             self.length, self.digest = self._ahead
         self._ahead = None
-        self.digest = extend_digest(
-            self.digest, messages[self.length - self.offset : length - self.offset]
-        )
+        self.digest = self._through(messages, length)
         self.length = length
         return self.digest
 
     def peek(self, messages: list[ModelMessage], length: int) -> str:
         """The digest of the first `length` messages without moving on to them, remembered:
         the `advance` that reaches them later hashes only what comes after."""
-        if length < self.length:
-            raise ValueError(f"history digest cannot go back from {self.length} to {length}")
-        digest = extend_digest(
-            self.digest, messages[self.length - self.offset : length - self.offset]
-        )
+        digest = self._through(messages, length)
         self._ahead = (length, digest)
         return digest
+
+    def _through(self, messages: list[ModelMessage], length: int) -> str:
+        if length < self.length:
+            raise ValueError(f"history digest cannot go back from {self.length} to {length}")
+        return extend_digest(
+            self.digest, messages[self.length - self.offset : length - self.offset]
+        )
