@@ -88,7 +88,7 @@ class Collector:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.seconds = 0.0
+        self.seconds = [0.0, 0.0, 0.0]
         self.collections = [0, 0, 0]
         self.requests = 0
         self._began = 0.0
@@ -98,7 +98,7 @@ class Collector:
         if phase == "start":
             self._began = time.perf_counter()
         else:
-            self.seconds += time.perf_counter() - self._began
+            self.seconds[info["generation"]] += time.perf_counter() - self._began
             self.collections[info["generation"]] += 1
 
     def write(self) -> None:

@@ -219,14 +219,19 @@ def _log(message: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class CollectorStats:
-    """A worker's garbage collector so far: seconds spent, collections per generation."""
+    """A worker's garbage collector so far: collections and seconds spent, per generation."""
 
-    seconds: float
     collections: tuple[int, int, int]
+    by_generation: tuple[float, float, float]
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.by_generation)
 
     def since(self, earlier: CollectorStats) -> CollectorStats:
         a, b, c = (x - y for x, y in zip(self.collections, earlier.collections, strict=True))
-        return CollectorStats(self.seconds - earlier.seconds, (a, b, c))
+        d, e, f = (x - y for x, y in zip(self.by_generation, earlier.by_generation, strict=True))
+        return CollectorStats((a, b, c), (d, e, f))
 
 
 class WorkerProcess:
@@ -260,7 +265,8 @@ class WorkerProcess:
                 stats = {"request": 0}
             if stats["request"] >= self._gc_requests:
                 a, b, c = stats["collections"]
-                return CollectorStats(float(stats["seconds"]), (a, b, c))
+                d, e, f = (float(s) for s in stats["seconds"])
+                return CollectorStats((a, b, c), (d, e, f))
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the {self.kind} worker wrote no collector figures")
             await asyncio.sleep(0.02)
@@ -578,8 +584,8 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
         "all runs at once and ends with the last result. Worker CPU = utime + stime of that "
         "kind's worker process over the round, server CPU the same for the dev server; both "
         "per step (runs x steps). Collector: the worker's garbage collector over the round "
-        "(`gc.callbacks`), its time per step (part of the worker CPU) and its collections of "
-        "generations 0 / 1 / 2.",
+        "(`gc.callbacks`), its time per step (part of the worker CPU), and its collections "
+        "of generations 0 / 1 / 2 with their total milliseconds over the round.",
         "",
         "| round | kind | wall s | steps/s | worker CPU ms/step | server CPU ms/step "
         "| workflow tasks/step | history bytes/step | collector ms/step | collections |",
@@ -587,7 +593,14 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
     ]
     for r in tp.rounds:
         gc_time = per_step(r.collector.seconds) if r.collector else "n/a"
-        gcs = " / ".join(str(n) for n in r.collector.collections) if r.collector else "n/a"
+        gcs = (
+            " / ".join(str(n) for n in r.collector.collections)
+            + " ("
+            + " / ".join(f"{t * 1e3:.0f}" for t in r.collector.by_generation)
+            + " ms)"
+            if r.collector
+            else "n/a"
+        )
         lines.append(
             f"| {r.index} | {r.kind} | {r.sample.wall:.1f} | {total / r.sample.wall:.1f} | "
             f"{per_step(r.sample.worker_cpu)} | {per_step(r.sample.server_cpu)} | "
