@@ -201,7 +201,7 @@ def parse_args(argv: Iterable[str] | None = None) -> argparse.Namespace:
         "--gc-stats",
         type=Path,
         default=None,
-        help="write the garbage collector's time and collections here on SIGUSR1",
+        help="write the garbage collector's collections and time per generation here on SIGUSR1",
     )
     parser.add_argument(
         "--passthrough-benchmarks",
