@@ -222,15 +222,15 @@ class CollectorStats:
     """A worker's garbage collector so far: collections and seconds spent, per generation."""
 
     collections: tuple[int, int, int]
-    by_generation: tuple[float, float, float]
+    seconds: tuple[float, float, float]
 
     @property
-    def seconds(self) -> float:
-        return sum(self.by_generation)
+    def total_seconds(self) -> float:
+        return sum(self.seconds)
 
     def since(self, earlier: CollectorStats) -> CollectorStats:
         a, b, c = (x - y for x, y in zip(self.collections, earlier.collections, strict=True))
-        d, e, f = (x - y for x, y in zip(self.by_generation, earlier.by_generation, strict=True))
+        d, e, f = (x - y for x, y in zip(self.seconds, earlier.seconds, strict=True))
         return CollectorStats((a, b, c), (d, e, f))
 
 
@@ -592,15 +592,12 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in tp.rounds:
-        gc_time = per_step(r.collector.seconds) if r.collector else "n/a"
-        gcs = (
-            " / ".join(str(n) for n in r.collector.collections)
-            + " ("
-            + " / ".join(f"{t * 1e3:.0f}" for t in r.collector.by_generation)
-            + " ms)"
-            if r.collector
-            else "n/a"
-        )
+        gc_time = per_step(r.collector.total_seconds) if r.collector else "n/a"
+        gcs = "n/a"
+        if r.collector:
+            counts = " / ".join(str(n) for n in r.collector.collections)
+            millis = " / ".join(f"{t * 1e3:.0f}" for t in r.collector.seconds)
+            gcs = f"{counts} ({millis} ms)"
         lines.append(
             f"| {r.index} | {r.kind} | {r.sample.wall:.1f} | {total / r.sample.wall:.1f} | "
             f"{per_step(r.sample.worker_cpu)} | {per_step(r.sample.server_cpu)} | "
@@ -615,7 +612,9 @@ def render_throughput(tp: ThroughputResult) -> list[str]:
             "server": _median(r.sample.server_cpu for r in rounds),
             "tasks": _median(r.workflow_tasks for r in rounds),
             "bytes": _median(r.bytes for r in rounds),
-            "collector": _median(r.collector.seconds if r.collector else None for r in rounds),
+            "collector": _median(
+                r.collector.total_seconds if r.collector else None for r in rounds
+            ),
         }
     lines += [
         "",
