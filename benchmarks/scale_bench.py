@@ -874,9 +874,9 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protobuf", ("google/protobuf/", "google._upb")),
     ("json", ("/json/", "_json.")),
     (
-        "durable_agent workflow (workflow.py, loop.py, controller.py)",
+        "durable_agent workflow (temporal/workflow/, loop.py, controller.py)",
         (
-            "durable_agent/temporal/workflow.py",
+            "durable_agent/temporal/workflow/",
             "durable_agent/loop.py",
             "durable_agent/controller.py",
         ),
@@ -896,7 +896,7 @@ WORKFLOW_SIDE = (
     "temporalio/worker/_workflow_instance.py",
     "temporalio/worker/_workflow.py",
     "temporalio/worker/workflow_sandbox/",
-    "durable_agent/temporal/workflow.py",
+    "durable_agent/temporal/workflow/",
     "durable_agent/loop.py",
     "durable_agent/controller.py",
 )

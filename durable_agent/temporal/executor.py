@@ -108,7 +108,8 @@ class TemporalExecutor:
             return Suspend(reason=f"suspend_at {checkpoint.node.value}")
         return _CONTINUE
 
-    async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
+    def record(self, checkpoint: AgentCheckpoint) -> None:
+        """Keeps `checkpoint` as this run's latest boundary (and the next in its list)."""
         kept = checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode()
         self.latest = checkpoint
         state = checkpoint.state
@@ -118,6 +119,9 @@ class TemporalExecutor:
         self._lengths.append(len(state.message_history))
         for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
             values.append(getattr(state, name))
+
+    async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
+        self.record(checkpoint)
         decision = self.decide(checkpoint)
         if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason

@@ -1,0 +1,423 @@
+"""`AgentWorkflow`: the agent loop as a Temporal workflow.
+
+The loop is the same one that runs in-process; here its working nodes are activities
+(`ActivityNodeRunner`), its boundaries go through the `TemporalExecutor`, and waits for
+humans are waits fed by signals and updates. This class declares the workflow's handlers
+and hands each to the component that owns its concern: `Session` (turns and prompts),
+`HumanDecisions` (approvals, deferred results), `Visibility` (status, search attributes,
+details), `EventStream` (records and deltas), `Chain` (continue-as-new, forks' origin) and
+`Opening` (how a run begins). Everything here is deterministic: no I/O, ids from
+`workflow.uuid4()`, time from `workflow.now()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from ...agent import Agent
+    from ...controller import RunController
+    from ...errors import AgentError, ExecutionSuspended, InvalidInput
+    from ...executor import AgentCheckpoint
+    from ...messages import ModelMessage
+    from ...runner import Driver
+    from ...state import AgentRunState, RunStatus
+    from ...tools import ToolDefinition
+    from ..executor import CONTINUE_AS_NEW, TemporalExecutor
+    from ..registry import AgentRegistration, registry
+    from ..runner import ActivityNodeRunner, WorkflowIdSource
+    from ..search_attributes import AGENT_NAME, FORKED_FROM
+    from ..signing import worker_keys
+    from ..wire import (
+        AgentStatusView,
+        AgentWorkflowInput,
+        AgentWorkflowResult,
+        ApprovalSignal,
+        CheckpointLookup,
+        CheckpointQuery,
+        CheckpointsView,
+        DeferredResultSignal,
+        EndSessionSignal,
+        HistoryPageQuery,
+        HistorySegment,
+        ModelDeltaBatch,
+        PromptRequest,
+        ResumeSignal,
+        RunLink,
+        SteerSignal,
+        SuspendSignal,
+        UpdateAccepted,
+    )
+    from .continuation import Chain
+    from .control import RunControl
+    from .decisions import HumanDecisions
+    from .events import EVENTS_TOPIC, STREAM_PUBLISH_SIGNAL, EventStream
+    from .gates import Gate, parse_signal
+    from .inputs import RawInput, read_input
+    from .live import LiveRun
+    from .lookup import checkpoint_lookup
+    from .opening import Opening, node_runner
+    from .port import TemporalPort
+    from .sessions import Session, result_of
+    from .visibility import Visibility
+
+__all__ = ["EVENTS_TOPIC", "AgentWorkflow"]
+
+
+def _fail(kind: str, message: str) -> ApplicationError:
+    return ApplicationError(message, type=kind, non_retryable=True)
+
+
+@workflow.defn(name="AgentWorkflow")
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: RawInput = None) -> None:
+        port = self._port = TemporalPort()
+        self.input, self._input_problem = read_input(input)
+        live = self.live = LiveRun(self.input)
+        self.executor = TemporalExecutor(
+            self.input.suspend_at,
+            on_change=self._publish,
+            continue_as_new=self._continue_as_new_due,
+            announce=live.announce,
+        )
+        self.events = EventStream(self.input.continuation, live, self.executor, port)
+        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self.events.refuse_publish)
+        self.session = Session(self.input, live, port)
+        self.decisions = HumanDecisions(
+            live, port, status=self._status, publish=self._publish, keys=worker_keys.get
+        )
+        self.visibility = Visibility(live, self.executor, self.session, self.decisions, port)
+        self.chain = Chain(
+            live,
+            self.executor,
+            self.session,
+            self.decisions,
+            self.events,
+            port,
+            external_storage=registry.external_storage_queues.__contains__,
+        )
+        self._approvals = Gate(
+            "approval",
+            ApprovalSignal,
+            self.decisions.check_approval,
+            self.decisions.record_approval,
+            port,
+        )
+        self._results = Gate(
+            "deferred_result",
+            DeferredResultSignal,
+            self.decisions.check_result,
+            self.decisions.record_result,
+            port,
+        )
+        control = self.control = RunControl(
+            live,
+            self.executor,
+            port,
+            status=self._status,
+            waits_for_decisions=lambda: bool(self.visibility.undecided()),
+        )
+        self._resumes = Gate(
+            "resume", ResumeSignal, control.check_resume, control.resume, port, optional=True
+        )
+        self._steering = Gate("steer", SteerSignal, control.check_steer, control.steer, port)
+
+    # -- the run ---------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: RawInput = None) -> AgentWorkflowResult:
+        input = self.input
+        if input.continuation is None:
+            first = [AGENT_NAME.value_set(input.agent)]
+            if input.resume_from is not None:
+                first.append(FORKED_FROM.value_set(input.resume_from.workflow_id))
+            workflow.upsert_search_attributes(first)
+        if self._input_problem is not None:
+            raise self._failed(InvalidInput(self._input_problem))
+        registration = self._registration(input)
+        runner = node_runner(registration, input)
+        controller = RunController(
+            self._agent(registration, input),
+            Driver(
+                runner=runner,
+                executor=self.executor,
+                ids=WorkflowIdSource(),
+                sink=self.events.publish,
+                idempotency_prefix=workflow.info().workflow_id,
+                max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
+                model_deltas=input.stream_deltas is not False,
+            ),
+        )
+        self.live.controller = controller
+        opening = Opening(input, controller, self.executor, self.chain, self._failed)
+        state, drive = await opening.begin()
+        self.chain.start_step = state.run_step
+        self.chain.after_steps = registration.activities.continue_as_new_after_steps
+        self._publish()
+        try:
+            while True:
+                try:
+                    state = await drive
+                except ExecutionSuspended as suspended:
+                    if suspended.reason != CONTINUE_AS_NEW:
+                        raise
+                    await self._continue_as_new(suspended.checkpoint, runner)
+                if state.status is not RunStatus.WAITING:
+                    if not input.session:
+                        break
+                    following = await self._next_turn(state, controller, runner)
+                    if following is None:
+                        break
+                    drive = following
+                    continue
+                await self.decisions.wait(state, input.approval_timeout_seconds)
+                approvals, results = self.decisions.take(state)
+                drive = controller.continue_after_hitl(state, approvals, results, announce=False)
+        except AgentError as error:
+            failure = self._failed(error)
+            if input.session:
+                # A `send_prompt` waiting for this turn gets the failure as its answer.
+                self.events.detach()
+                await workflow.wait_condition(workflow.all_handlers_finished)
+            raise failure from error
+        except asyncio.CancelledError:
+            if self.live.state is not None:
+                self.live.state.status = RunStatus.CANCELLED
+            self.live.announce("run_cancelled", None, {})
+            self._publish()
+            raise
+        self._publish()
+        self.events.detach()
+        if not workflow.all_handlers_finished():
+            # Subscribers waiting in a poll get the last records instead of an abandoned
+            # update; runs recorded before the stream never get here.
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        return result_of(state)
+
+    async def _continue_as_new(
+        self, checkpoint: AgentCheckpoint, runner: ActivityNodeRunner
+    ) -> None:
+        # Waiting subscribers get what is there and follow on to the next run.
+        self.events.detach()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(self.chain.successor(checkpoint, runner))
+
+    async def _next_turn(
+        self, state: AgentRunState, controller: RunController, runner: ActivityNodeRunner
+    ) -> Any:
+        """After a session's turn (or before its first): answers the `send_prompt` waiting
+        for it, continues as new if history has grown enough, waits for the next prompt
+        and starts its turn. None: the session ends."""
+        if self.session.answer(state):
+            self.chain.turn_finished(state.run_step)
+        if self.session.ends_now(self._publish):
+            return None
+        if self.chain.due_between_turns():
+            self.session.between_turns = True
+            assert self.executor.latest is not None
+            await self._continue_as_new(self.executor.latest, runner)
+        prompt = await self.session.next_prompt(self._publish)
+        if prompt is None:
+            return None
+        self.chain.start_step = 0
+        return self.session.start_turn(controller, prompt, state)
+
+    def _continue_as_new_due(self, checkpoint: AgentCheckpoint) -> bool:
+        return self.chain.due(checkpoint)
+
+    def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
+        try:
+            return registry.get(input.agent)
+        except AgentError as error:
+            raise self._failed(error) from error
+
+    def _agent(self, registration: AgentRegistration, input: AgentWorkflowInput) -> Agent[Any]:
+        """The registered agent, with the run's overrides (a model it does not allow fails
+        the run at once, before any activity)."""
+        try:
+            return registration.agent_for(input.overrides)
+        except AgentError as error:
+            raise self._failed(error) from error
+
+    def _failed(self, error: AgentError) -> ApplicationError:
+        """Records why the run failed and makes it a non-retryable workflow failure."""
+        self.live.error = f"{error.kind}: {error.message}"
+        self.session.awaiting_prompt = False
+        self._publish()
+        return _fail(error.kind, error.message)
+
+    def _status(self) -> str:
+        return self.visibility.status()
+
+    def _publish(self) -> None:
+        self.visibility.publish()
+
+    @property
+    def state(self) -> AgentRunState | None:
+        """The run's live state: the one the loop is driving (None before it has one)."""
+        return self.live.state
+
+    # -- sessions --------------------------------------------------------------------------
+
+    @workflow.update
+    async def send_prompt(self, request: PromptRequest) -> AgentWorkflowResult:
+        """A session's next turn; answers with that turn's result once it has one."""
+        turn, answer = await self.session.answer_for(request.prompt, lambda: self.live.error)
+        if answer is None:
+            raise _fail("turn_failed", f"turn {turn} failed: {self.live.error}")
+        return answer
+
+    @send_prompt.validator
+    def _validate_prompt(self, request: PromptRequest) -> None:
+        if problem := self.session.prompt_problem(request.prompt, self._status()):
+            raise _fail(self.session.problem_kind, problem)
+
+    @workflow.signal
+    def end_session(self, *inputs: Any) -> None:
+        signal = parse_signal(EndSessionSignal, "end_session", inputs, self._port, optional=True)
+        if signal is not None and self.session.end():
+            self._publish()
+
+    # -- the event stream ------------------------------------------------------------------
+
+    @workflow.signal(name="model_deltas")
+    def model_deltas(self, *inputs: Any) -> None:
+        """Deltas from this run's `model_request` activity (never sent by people)."""
+        batch = parse_signal(ModelDeltaBatch, "model_deltas", inputs, self._port)
+        if batch is not None:
+            self.events.take_deltas(batch)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @workflow.query
+    def status(self) -> AgentStatusView:
+        return self.visibility.view(
+            continued_as_new=self.chain.earlier_runs, forked_from=self.chain.forked_from
+        )
+
+    @workflow.query
+    def checkpoints(self) -> CheckpointsView:
+        """This run's boundaries; `earlier_runs` hold the ones before (continue-as-new)."""
+        return CheckpointsView(
+            run_id=workflow.info().run_id,
+            first_index=self.executor.earlier_checkpoints,
+            checkpoints=self.executor.evidence,
+            earlier_runs=self.chain.earlier_links,
+        )
+
+    @workflow.query
+    def runs(self) -> list[RunLink]:
+        """Every run of this workflow's continue-as-new chain, this one last: where each
+        one's stream records and checkpoints begin."""
+        return self.chain.links()
+
+    @workflow.query
+    def latest_checkpoint(self) -> AgentCheckpoint | None:
+        return self.executor.latest
+
+    @workflow.query
+    def checkpoint_at(self, query: CheckpointQuery) -> CheckpointLookup:
+        """One boundary's whole checkpoint, for forks: by index over the chain, by id, or
+        (neither) the latest a run can go on from, i.e. not a `run_failed`. `checkpoint`
+        is None when this run did not record it; `previous_run_id` names the run to ask."""
+        return checkpoint_lookup(self.executor, query, self.input.agent, self._port.identity())
+
+    @workflow.query
+    def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:
+        """Messages from global index `page.offset`, as far as this run holds them.
+
+        Serves the model-request activity when its cache misses (another worker, a
+        restart); earlier messages are held by the runs `history_segments` names.
+        """
+        return self.chain.history_page(page)
+
+    @workflow.query
+    def history_segments(self) -> list[HistorySegment]:
+        """Which workflow run holds which messages, this run last."""
+        return self.chain.history_segments()
+
+    @workflow.query
+    def toolset_tools(self) -> list[ToolDefinition]:
+        """The run's listed toolset tools as the model is shown them: serves the
+        model-request activity when its cache misses (model requests carry only a digest)."""
+        loop = self.live.loop
+        return loop.toolset_definitions() if loop is not None else []
+
+    # -- human input: each signal and its update go through one `Gate` ---------------------
+
+    def _accepted(self, message: str, *, resumes: bool = False) -> UpdateAccepted:
+        return self.visibility.accepted(message, resumes=resumes)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        workflow.logger.warning(
+            "unknown signal %r ignored; this workflow accepts: approval, deferred_result, "
+            "resume, suspend, steer, end_session",
+            name,
+        )
+
+    @workflow.signal
+    def approval(self, *inputs: Any) -> None:
+        self._approvals.signal(inputs)
+
+    @workflow.update
+    def submit_approval(self, request: ApprovalSignal) -> UpdateAccepted:
+        self._approvals.record(request)
+        verdict = "approved" if request.approved else "denied"
+        return self._accepted(f"tool call {request.tool_call_id!r} {verdict}")
+
+    @submit_approval.validator
+    def _validate_approval(self, request: ApprovalSignal) -> None:
+        self._approvals.validate(request)
+
+    @workflow.signal
+    def deferred_result(self, *inputs: Any) -> None:
+        self._results.signal(inputs)
+
+    @workflow.update
+    def submit_deferred_result(self, request: DeferredResultSignal) -> UpdateAccepted:
+        self._results.record(request)
+        return self._accepted(f"result for deferred call {request.tool_call_id!r} recorded")
+
+    @submit_deferred_result.validator
+    def _validate_deferred(self, request: DeferredResultSignal) -> None:
+        self._results.validate(request)
+
+    @workflow.signal
+    def resume(self, *inputs: Any) -> None:
+        self._resumes.signal(inputs)
+
+    @workflow.update
+    def resume_run(self, request: ResumeSignal) -> UpdateAccepted:
+        self._resumes.record(request)
+        return self._accepted("run resumed", resumes=True)
+
+    @resume_run.validator
+    def _validate_resume(self, request: ResumeSignal) -> None:
+        self._resumes.validate(request)
+
+    @workflow.signal
+    def suspend(self, *inputs: Any) -> None:
+        signal = parse_signal(SuspendSignal, "suspend", inputs, self._port)
+        if signal is not None:
+            self.control.suspend(signal)
+
+    @workflow.signal
+    def steer(self, *inputs: Any) -> None:
+        self._steering.signal(inputs)
+
+    @workflow.update
+    def steer_run(self, request: SteerSignal) -> UpdateAccepted:
+        self._steering.record(request)
+        return self._accepted("steering message queued for the model's next request")
+
+    @steer_run.validator
+    def _validate_steer(self, request: SteerSignal) -> None:
+        self._steering.validate(request)

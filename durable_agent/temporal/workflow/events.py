@@ -1,0 +1,177 @@
+"""The run's event stream on the workflow side: records out, model deltas in.
+
+Every `AgentStreamRecord` the loop emits is published on the run's Workflow Stream (topic
+`events`) at offset == seq. Invariants: offsets stay equal to seqs (outside publishers are
+refused), a model's delta batches count once and in order, and a continue-as-new hands the
+successor only the latest records, bounded by `HANDOFF_RECORDS` and `HANDOFF_BYTES`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_core import to_json
+from temporalio import workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+
+with workflow.unsafe.imports_passed_through():
+    from ...executor import AgentExecutionNode
+    from ...models.base import ModelDelta
+    from ...stream import AgentStreamRecord
+    from ..executor import TemporalExecutor
+    from ..wire import Continuation, ModelDeltaBatch
+    from .live import LiveRun
+    from .port import WorkflowPort
+
+__all__ = [
+    "EVENTS_TOPIC",
+    "HANDOFF_BYTES",
+    "HANDOFF_RECORDS",
+    "STREAM_PUBLISH_SIGNAL",
+    "EventStream",
+    "merged_deltas",
+]
+
+EVENTS_TOPIC = "events"
+"""The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
+offset is its record's `seq`."""
+HANDOFF_RECORDS = 64
+HANDOFF_BYTES = 16_384
+"""The most records (and bytes of them) a run hands to its continue-as-new successor's
+stream: enough for a plain Workflow Streams subscriber that lags a little to cross the
+boundary without a gap, bounded so history does not carry the transcript."""
+STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
+"""The Workflow Streams signal through which outside clients publish: refused here, so the
+run's own records are all its stream holds and offsets stay equal to seqs."""
+_JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
+"""An empty plain-JSON payload, copied for each stream record (`EventStream.payload`)."""
+
+
+class EventStream:
+    """The run's Workflow Stream and what it publishes."""
+
+    def __init__(
+        self,
+        continuation: Continuation | None,
+        live: LiveRun,
+        executor: TemporalExecutor,
+        port: WorkflowPort,
+    ) -> None:
+        # Handlers only, no commands: runs recorded before the stream replay unchanged.
+        self.stream = WorkflowStream(_stream_state(continuation))
+        self.events = self.stream.topic(EVENTS_TOPIC, type=AgentStreamRecord)
+        self._live = live
+        self._executor = executor
+        self._port = port
+        self._recent: deque[int] = deque(maxlen=HANDOFF_RECORDS)
+        """Payload sizes of the latest records, for the continue-as-new handoff."""
+        self._plain_records: bool | None = None
+        self._deltas: tuple[int, int, int] | None = None
+        """(step, attempt, next batch) of the model deltas published last."""
+
+    def publish(self, record: AgentStreamRecord) -> None:
+        payload = self.payload(record)
+        self._recent.append(payload.ByteSize())
+        self.events.publish(payload)
+
+    def payload(self, record: AgentStreamRecord) -> Payload:
+        """The record as the worker's payload converter writes it. A step publishes some
+        twenty records and a replay writes them all again, so once the converter is seen
+        to write a record as plain pydantic JSON (the plugin's converter does), the rest
+        are written here, the same bytes without the converter's dispatch."""
+        if self._plain_records:
+            plain = Payload()
+            plain.CopyFrom(_JSON_PLAIN)
+            plain.data = to_json(record)
+            return plain
+        payload = workflow.payload_converter().to_payload(record)
+        if self._plain_records is None:
+            self._plain_records = payload == Payload(
+                metadata=_JSON_PLAIN.metadata, data=to_json(record)
+            )
+        return payload
+
+    def detach(self) -> None:
+        """Waiting subscribers get what is there and follow on (or learn the run ended)."""
+        self.stream.detach_pollers()
+
+    def handoff(self) -> WorkflowStreamState:
+        """The stream's state for the successor, with only its latest records (at most
+        `HANDOFF_RECORDS`, `HANDOFF_BYTES`): the rest stay readable in this run (the
+        `__temporal_workflow_stream_poll` query) while it is retained."""
+        kept = total = 0
+        for size in reversed(self._recent):
+            if total + size > HANDOFF_BYTES:
+                break
+            total += size
+            kept += 1
+        self.stream.truncate(self._live.seq - kept)
+        return self.stream.get_state()
+
+    def refuse_publish(self, *inputs: Any) -> None:
+        self._port.logger.warning(
+            "Workflow Streams publish ignored: this run's stream holds only its own records "
+            "(topic %r); subscribe to it instead",
+            EVENTS_TOPIC,
+        )
+
+    def take_deltas(self, batch: ModelDeltaBatch) -> None:
+        """Publishes a `model_request` activity's batch of deltas as `model_delta` records.
+
+        Only batches of the request in flight count, in order, once: a late batch of an
+        earlier step, one of an attempt already superseded, and a resent batch are dropped.
+        The first batch of a newer attempt after an older attempt published text emits
+        `model_retry` first, so clients drop the superseded text."""
+        loop = self._live.loop
+        if (
+            loop is None
+            or not loop.driving
+            or self._executor.node is not AgentExecutionNode.BEFORE_MODEL_REQUEST
+            or batch.run_step != loop.state.run_step + 1
+        ):
+            self._port.logger.debug(
+                "model_deltas of step %d dropped: not in flight", batch.run_step
+            )
+            return
+        step, attempt, expected = self._deltas or (batch.run_step, batch.attempt, 0)
+        if step != batch.run_step:
+            step, attempt, expected = batch.run_step, batch.attempt, 0
+        if batch.attempt < attempt or (batch.attempt == attempt and batch.batch < expected):
+            return
+        if batch.attempt > attempt:
+            if self._deltas is not None and self._deltas[0] == step:
+                loop.emit(
+                    "model_retry",
+                    AgentExecutionNode.BEFORE_MODEL_REQUEST,
+                    run_step=step,
+                    attempt=batch.attempt,
+                    superseded=attempt,
+                )
+            attempt, expected = batch.attempt, 0
+        for part, text in merged_deltas(batch.deltas):
+            loop.emit_delta(step, attempt, part, text)
+        self._deltas = (step, attempt, batch.batch + 1)
+
+
+def _stream_state(continuation: Continuation | None) -> WorkflowStreamState | None:
+    """Where this run's stream begins: where the run before it stopped (continuations
+    from before the event stream carry only `stream_seq`)."""
+    if continuation is None:
+        return None
+    if continuation.stream is not None:
+        return continuation.stream
+    return WorkflowStreamState(base_offset=continuation.stream_seq)
+
+
+def merged_deltas(deltas: Sequence[ModelDelta]) -> list[tuple[str, str]]:
+    """Consecutive deltas of one kind joined: one record per run of text or thinking."""
+    out: list[tuple[str, str]] = []
+    for delta in deltas:
+        if out and out[-1][0] == delta.kind:
+            out[-1] = (delta.kind, out[-1][1] + delta.text)
+        elif delta.text:
+            out.append((delta.kind, delta.text))
+    return out

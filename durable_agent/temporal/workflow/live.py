@@ -1,0 +1,62 @@
+"""`LiveRun`: the one place the workflow's components reach the loop they drive.
+
+The run controller exists once the workflow knows its agent, and its loop once a run has a
+state; before that there is nothing to read. Components ask here instead of each testing
+`controller`, `controller.loop` and `loop.state` for themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from ...agent import Agent
+    from ...controller import RunController
+    from ...executor import AgentExecutionNode
+    from ...loop import AgentLoop
+    from ...state import AgentRunState
+    from ...stream import StreamKind
+    from ..wire import AgentWorkflowInput
+
+__all__ = ["LiveRun"]
+
+
+class LiveRun:
+    """The workflow's input, its controller (once there is one) and why it failed."""
+
+    def __init__(self, input: AgentWorkflowInput) -> None:
+        self.input = input
+        self.controller: RunController | None = None
+        self.error: str | None = None
+        """`kind: message` once the run failed."""
+
+    @property
+    def loop(self) -> AgentLoop | None:
+        return self.controller.loop if self.controller is not None else None
+
+    @property
+    def state(self) -> AgentRunState | None:
+        """The run's live state: the one the loop is driving (None before it has one)."""
+        loop = self.loop
+        return loop.state if loop is not None else None
+
+    @property
+    def agent(self) -> Agent[Any] | None:
+        return self.controller.agent if self.controller is not None else None
+
+    @property
+    def seq(self) -> int:
+        """The next stream record's seq."""
+        loop = self.loop
+        return loop.seq if loop is not None else 0
+
+    def announce(
+        self, kind: StreamKind, node: AgentExecutionNode | None, data: dict[str, Any]
+    ) -> None:
+        """A record of the workflow's own (a decision arrived, the run was suspended), in
+        the loop's numbering; nothing before the loop exists."""
+        loop = self.loop
+        if loop is not None:
+            loop.emit(kind, node, **data)

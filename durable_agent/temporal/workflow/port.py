@@ -1,0 +1,94 @@
+"""The one seam between the workflow's components and Temporal's workflow API.
+
+Components (sessions, decisions, visibility, the stream, continuation) are plain classes:
+they read time, wait, publish search attributes and log through a `WorkflowPort`, so they
+can be driven by a test's port without a server. `TemporalPort` is the real one; every
+call it makes is replay-safe (`workflow.now()`, `wait_condition`, search attributes are
+commands recorded in history, details are not).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+__all__ = ["RunIdentity", "TemporalPort", "WorkflowPort"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunIdentity:
+    """Which workflow run this is: the fields of `workflow.info()` components read."""
+
+    workflow_id: str
+    run_id: str
+    task_queue: str
+    continued_run_id: str | None = None
+
+
+class WorkflowPort(Protocol):
+    """What the workflow's components may ask of the engine."""
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[Any] | logging.Logger: ...
+
+    def now(self) -> datetime: ...
+
+    def identity(self) -> RunIdentity: ...
+
+    def continue_as_new_suggested(self) -> bool: ...
+
+    def is_replaying(self) -> bool: ...
+
+    def patched(self, marker: str) -> bool: ...
+
+    async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
+        """Returns once `condition()` holds; raises TimeoutError after `timeout`."""
+        ...
+
+    def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None: ...
+
+    def set_details(self, details: str) -> None: ...
+
+
+class TemporalPort:
+    """`WorkflowPort` inside a running workflow."""
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[Any]:
+        return workflow.logger
+
+    def now(self) -> datetime:
+        return workflow.now()
+
+    def identity(self) -> RunIdentity:
+        info = workflow.info()
+        return RunIdentity(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            task_queue=info.task_queue,
+            continued_run_id=info.continued_run_id,
+        )
+
+    def continue_as_new_suggested(self) -> bool:
+        return workflow.info().is_continue_as_new_suggested()
+
+    def is_replaying(self) -> bool:
+        return workflow.unsafe.is_replaying_history_events()
+
+    def patched(self, marker: str) -> bool:
+        return workflow.patched(marker)
+
+    async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
+        await workflow.wait_condition(condition, timeout=timeout)
+
+    def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
+        workflow.upsert_search_attributes(updates)
+
+    def set_details(self, details: str) -> None:
+        workflow.set_current_details(details)

@@ -1,0 +1,200 @@
+"""What people see of a run without asking the loop: status, search attributes, details.
+
+`status()` is the one answer to "what is this run doing" (the `status` query, the
+`AgentStatus` search attribute, the refusals of decisions all use it). `publish()` keeps
+`AgentStatus` / `PendingApprovals` in step (a command only when they change) and the
+Web UI's current details (not a command) up to date.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from ...hitl import PendingCall
+    from ...state import RunStatus
+    from ...usage import Usage
+    from ..executor import TemporalExecutor
+    from ..markdown import literal
+    from ..search_attributes import AGENT_STATUS, PENDING_APPROVALS
+    from ..wire import (
+        AWAITING_PROMPT,
+        AgentStatusView,
+        ForkOrigin,
+        PendingApprovalView,
+        UpdateAccepted,
+    )
+    from .decisions import HumanDecisions
+    from .live import LiveRun
+    from .port import WorkflowPort
+    from .sessions import Session
+
+__all__ = ["Visibility"]
+
+_ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+_APPROVAL_EXAMPLE = '{"tool_call_id": "...", "approved": true}'
+
+
+class Visibility:
+    """The run's status as queries, search attributes and the Web UI show it."""
+
+    def __init__(
+        self,
+        live: LiveRun,
+        executor: TemporalExecutor,
+        session: Session,
+        decisions: HumanDecisions,
+        port: WorkflowPort,
+    ) -> None:
+        self._live = live
+        self._executor = executor
+        self._session = session
+        self._decisions = decisions
+        self._port = port
+        self._published: tuple[str, int] | None = None
+
+    def status(self) -> str:
+        if self._live.error is not None:
+            return RunStatus.FAILED.value
+        if self._session.awaiting_prompt:
+            return AWAITING_PROMPT
+        state = self._live.state
+        if state is None:
+            return RunStatus.STARTING.value
+        if self._executor.is_suspended:
+            return RunStatus.WAITING.value
+        return state.status.value
+
+    def publish(self) -> None:
+        status = self.status()
+        ended = status in _ENDED
+        # A run that ended waits for nobody, whatever calls its last state still lists.
+        pending = [] if ended else [p for p in self.undecided() if not p.decided]
+        key = (status, len(pending))
+        if key != self._published:
+            self._published = key
+            self._port.upsert(
+                [AGENT_STATUS.value_set(status), PENDING_APPROVALS.value_set(len(pending))]
+            )
+        self._port.set_details(self._details(status, pending))
+
+    def _details(self, status: str, pending: list[PendingApprovalView]) -> str:
+        """The Web UI's current details. Everything a user or a model wrote goes through
+        `literal`: the UI renders Markdown and HTML."""
+        node = self._executor.node.value if self._executor.node else "-"
+        state = self._live.state
+        step = state.run_step if state else 0
+        lines = [
+            f"**Agent** {literal(self._live.input.agent)} · **status** {status} · "
+            f"**node** {node} · **step** {step}"
+        ]
+        if self._executor.suspended_reason:
+            reason = literal(self._executor.suspended_reason)
+            lines.append(f"\n**Suspended:** {reason} (send the resume signal)")
+        if pending:
+            lines.append("\n**Pending approvals**\n")
+            lines.extend(
+                f"- call {literal(p.tool_call_id)} · tool {literal(p.tool_name)} · arguments "
+                f"{literal(json.dumps(p.arguments, default=str))}"
+                for p in pending
+            )
+            lines.append(f"\nSend the approval signal with input `{_APPROVAL_EXAMPLE}`")
+        if self._live.error:
+            lines.append(f"\n**Failed:** {literal(self._live.error)}")
+        return "\n".join(lines)
+
+    # -- pending calls -------------------------------------------------------------------------
+
+    def undecided(self) -> list[PendingApprovalView]:
+        """The run's approvals, each marked `decided` once a decision for it arrived."""
+        state = self._live.state
+        decisions = self._decisions.decisions
+        return [
+            self._pending(a, a.decision is not None or a.tool_call_id in decisions, approval=True)
+            for a in (state.pending_approval_tool_returns if state else [])
+        ]
+
+    def _deferred(self) -> list[PendingApprovalView]:
+        state = self._live.state
+        results = self._decisions.results
+        return [
+            self._pending(d, d.tool_call_id in results, approval=False)
+            for d in (state.deferred_tool_returns if state else [])
+        ]
+
+    def _pending(self, call: PendingCall, decided: bool, *, approval: bool) -> PendingApprovalView:
+        return PendingApprovalView(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            arguments=call.arguments,
+            reason=call.reason,
+            decided=decided,
+            **self._wait_view(call.tool_name, approval=approval),
+        )
+
+    def _wait_view(self, tool_name: str, *, approval: bool) -> dict[str, Any]:
+        """When a pending call began waiting, when it expires, who may decide it and whether
+        its arguments may be replaced: for the inbox, from the run's own state."""
+        since = self._decisions.waiting_since
+        timeout = self._live.input.approval_timeout_seconds
+        agent = self._live.agent
+        allowed = agent.approvers_of(tool_name) if agent is not None and approval else None
+        state = self._live.state
+        listings = state.toolset_listings if state is not None else []
+        validated = (agent is not None and tool_name in agent.tools) or any(
+            tool.name == tool_name for listing in listings for tool in listing.tools
+        )
+        return {
+            "waiting_since": since,
+            "expires_at": since + timedelta(seconds=timeout)
+            if since is not None and timeout and approval
+            else None,
+            "approvers": sorted(allowed) if allowed is not None else None,
+            "overridable": approval and validated,
+        }
+
+    def accepted(self, message: str, *, resumes: bool = False) -> UpdateAccepted:
+        """An accepted update's answer; `status` is what the run does next: an accepted
+        resume, or the last missing decision, sets it running again."""
+        status = self.status()
+        state = self._live.state
+        if status == RunStatus.WAITING.value and (
+            resumes
+            or (
+                state is not None
+                and state.status is RunStatus.WAITING
+                and not self._executor.is_suspended
+                and self._decisions.all_decided()
+            )
+        ):
+            status = RunStatus.RUNNING.value
+        return UpdateAccepted(message=message, status=status)
+
+    # -- the status query ------------------------------------------------------------------------
+
+    def view(self, *, continued_as_new: int, forked_from: ForkOrigin | None) -> AgentStatusView:
+        state = self._live.state
+        executor = self._executor
+        return AgentStatusView(
+            agent=self._live.input.agent,
+            status=self.status(),
+            node=executor.node.value if executor.node else None,
+            run_step=state.run_step if state else 0,
+            run_id=state.run_id if state else None,
+            conversation_id=state.conversation_id if state else None,
+            suspend_reason=executor.suspended_reason,
+            pending_approvals=self.undecided(),
+            deferred_calls=self._deferred(),
+            usage=state.usage if state else Usage(),
+            output=state.output if state else None,
+            error=self._live.error,
+            checkpoint_count=executor.checkpoint_count,
+            continued_as_new=continued_as_new,
+            steering=list(state.pending_steering) if state else [],
+            forked_from=forked_from,
+            session=self._session.view(),
+        )
