@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
@@ -15,7 +16,32 @@ __all__ = [
     "DeferredToolResult",
     "PendingToolApproval",
     "ToolApprovalDecision",
+    "denial_problem",
+    "read_deferred_response",
 ]
+
+
+def denial_problem(reason: str) -> str | None:
+    """Why `reason` cannot deny a call, or None. Every front end asks this one rule (the
+    CLI, the inbox, `AgentRunHandle.deny`): the model reads the reason, so there is one."""
+    if not reason.strip():
+        return "give a reason to deny the call: the agent's model reads it"
+    return None
+
+
+def read_deferred_response(text: str) -> Any:
+    """A deferred call's result as a person typed it: JSON, a text in quotes included
+    (`"done"`). One rule for the CLI and the inbox, so `{oops` is refused by both instead
+    of reaching the model as text by one and not the other. Raises ValueError naming what
+    is wrong."""
+    if not text.strip():
+        raise ValueError('give the call\'s result as JSON (a text in quotes: "done")')
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f'not valid JSON ({error}): {text!r}; give JSON, a text in quotes: "done"'
+        ) from None
 
 
 class ToolApprovalDecision(BaseModel):

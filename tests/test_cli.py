@@ -26,6 +26,7 @@ from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from durable_agent.temporal.client import list_query
 from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.markdown import literal
 from durable_agent.temporal.registry import registry
 
 from .cli_support import Cli, cli_runner
@@ -105,7 +106,7 @@ async def test_run_wait_prints_the_output(client: Client, cli: Cli) -> None:
     assert len(workflow_id) == len(f"agent-{agent}-") + 8
     assert output == "hello from the CLI"
     description = await client.get_workflow_handle(workflow_id).describe()
-    assert await description.static_summary() == f"agent `{agent}`: say hi"
+    assert await description.static_summary() == f"agent {literal(agent)}: say hi"
 
 
 async def test_run_wait_json(client: Client, cli: Cli) -> None:

@@ -470,3 +470,102 @@ async def test_cli_fork_retry_and_list(
     forks = {run["workflow_id"] for run in json.loads(listed[1])}
     assert f"{source.id}-x" in forks
     assert len(forks) == 2  # and the fork that failed at once
+
+
+def approval_agent(name: str, counts: Counts) -> Any:
+    """Calls `deploy` (call d1, needing approval), then answers."""
+
+    def answer(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        counts.model[counts.key()] += 1
+        if not any(isinstance(p, ToolReturnPart) for p in messages[-1].parts):
+            return tool_response(call("deploy", "d1", env="prod"))
+        return text_response("deployed")
+
+    def deploy(env: str) -> str:
+        counts.tools[counts.key()] += 1
+        return f"deployed to {env}"
+
+    return (
+        AgentBuilder(FunctionModel(answer))
+        .name(name)
+        .tool(deploy)
+        .approval_required_tools(["deploy"])
+        .build()
+    )
+
+
+async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
+    client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, item 3: a fork of a run waiting for approval waits too, and its first
+    boundary is a checkpoint of its own: listed, forkable, and what a retry goes on from."""
+    name, counts = unique("fork-wait"), Counts()
+    registry.register(approval_agent(name, counts))
+
+    async def cli(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = await amain([*argv, "--address", dev_server.address, "--task-queue", queue])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    with structlog.testing.capture_logs():
+        async with new_worker(client) as worker:
+            queue = worker.task_queue
+            agents = AgentClient(client, task_queue=queue)
+            source = await agents.start(name, "Deploy")
+            for _ in range(200):
+                if (await source.status()).status == "waiting":
+                    break
+                await asyncio.sleep(0.05)
+            fork = await source.fork(workflow_id=f"{source.id}-f")
+            for _ in range(200):
+                if (await fork.status()).status == "waiting":
+                    break
+                await asyncio.sleep(0.05)
+            listed = await cli("checkpoints", fork.id, "--json")
+            again = await cli("fork", fork.id, "--id", f"{fork.id}-again")
+            await fork.handle.terminate("testing retry")
+            retried = await cli("retry", fork.id)
+            retried_run = agents.get(retried[1].strip())
+            for _ in range(200):
+                if (await retried_run.status()).status == "waiting":
+                    break
+                await asyncio.sleep(0.05)
+            await retried_run.approve("d1", by="alice")
+            result = await retried_run.result()
+            for run in (source, agents.get(f"{fork.id}-again")):
+                await run.handle.terminate("test done")
+
+    assert listed[0] == 0, listed
+    nodes = [c["node"] for c in json.loads(listed[1])]
+    assert nodes, "the fork's first boundary is listed"
+    assert again[0] == 0, again
+    assert retried[0] == 0, retried
+    assert result.output == "deployed"
+    assert counts.tools[retried_run.id] == 1
+
+
+async def test_cli_refuses_a_negative_fork_index_and_a_retry_with_nothing_to_go_on_from(
+    client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26, item 8: `fork --at -1` is a usage error before anything starts; `retry` of
+    a run that failed before its first checkpoint is refused and says why."""
+    async with new_worker(client) as worker:
+        queue = worker.task_queue
+        capsys.readouterr()
+        negative = await amain(["fork", "anything", "--at", "-1", "--address", dev_server.address])
+        negative_err = capsys.readouterr().err
+        agents = AgentClient(client, task_queue=queue)
+        doomed = await agents.start(unique("no-such-agent"), "hello")
+        with pytest.raises(RunFailed):
+            await asyncio.wait_for(doomed.result(), 30)
+        capsys.readouterr()
+        retried = await amain(
+            ["retry", doomed.id, "--address", dev_server.address, "--task-queue", queue]
+        )
+        retried_err = capsys.readouterr().err
+    assert negative == 2
+    assert "Error: Invalid value for '--at': -1 is negative" in negative_err
+    assert "Traceback" not in negative_err
+    assert retried == 1
+    assert "failed before its first checkpoint (unknown_agent: no agent named" in retried_err

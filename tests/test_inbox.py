@@ -582,3 +582,34 @@ async def test_a_suspended_run_is_resumed_from_the_inbox(
         assert [p.tool_call_id for p in resumed.pending_approvals] == ["d1"]
         await page.context.close()
         await handle.terminate("test done")
+
+
+async def test_an_unknown_run_or_call_is_answered_with_what_is_true(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    """Issue 26, item 12: a decision for a run that does not exist is a 404 saying so (it
+    was a 502), and one for a call id the run never had is a 404 naming it (it said
+    someone had decided it); a deferred result that is not JSON is refused as by the CLI."""
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page, _ = await open_card(browser, url, "alice", handle)
+        token = await csrf_of(page)
+        no_run = await page.request.post(
+            f"{url}/runs/no-such-run-404/calls/d1/approve",
+            form={"csrf_token": token, "arguments": ""},
+        )
+        no_call = await page.request.post(
+            f"{url}/runs/{handle.id}/calls/c9/approve",
+            form={"csrf_token": token, "arguments": ""},
+        )
+        no_run_text = html.unescape(await no_run.text())
+        no_call_text = html.unescape(await no_call.text())
+        before = await handle.query(AgentWorkflow.status)
+        await page.context.close()
+        await handle.terminate("test done")
+    assert no_run.status == 404
+    assert "no-such-run-404" in no_run_text
+    assert no_call.status == 404
+    assert f"run {handle.id} has no pending call 'c9'" in no_call_text
+    assert [p.decided for p in before.pending_approvals] == [False]

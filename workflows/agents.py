@@ -38,9 +38,10 @@ def _real_model() -> Model | None:
 
 
 def _prompt(messages: list[ModelMessage]) -> str:
-    for message in messages:
+    """The latest thing the user asked: in a session, this turn's prompt, not the first."""
+    for message in reversed(messages):
         if isinstance(message, ModelRequest):
-            for part in message.parts:
+            for part in reversed(message.parts):
                 if isinstance(part, UserPromptPart):
                     return part.text
     return ""

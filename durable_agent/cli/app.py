@@ -126,8 +126,26 @@ def _message(error: AgentRunError) -> str:
     return f"rejected: {error.message}" if isinstance(error, Rejected) else error.message
 
 
+def _undecodable(argv: Sequence[str]) -> str | None:
+    """The usage error for an argument that is not UTF-8 (the shell passed bytes Python
+    could only decode with surrogates), or None: nothing such can be sent to Temporal."""
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return (
+                f"durable-agent: argument {position} ({shown!r}) is not valid UTF-8 text; "
+                "give ids, prompts and messages as UTF-8"
+            )
+    return None
+
+
 def _parse(argv: Sequence[str]) -> int | Awaitable[int]:
     """Runs click: an exit code (help, usage error, `worker`) or the command to await."""
+    if problem := _undecodable(argv):
+        err(problem)
+        return EXIT_USAGE
     try:
         outcome: Any = cli.main(
             args=list(argv), prog_name="durable-agent", standalone_mode=False, obj=Settings()

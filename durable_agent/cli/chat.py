@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import sys
 from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 import click
 
 from durable_agent.stream import AgentStreamRecord
-from durable_agent.temporal.client import AgentRunError, AgentRunHandle, RunFailed
+from durable_agent.temporal.client import AgentRunError, AgentRunHandle, Rejected, RunFailed
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult
 
 from .context import APPROVAL_SECONDS, EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options
@@ -31,6 +32,8 @@ __all__ = ["chat"]
 
 END_COMMANDS = frozenset({"/end"})
 LEAVE_COMMANDS = frozenset({"/quit", "/exit"})
+STARTING_POLLS = 100
+"""How many times (0.1 s apart) a new session is asked whether its first task has run."""
 SETTLE_SECONDS = 5.0
 """How long, after a turn has answered, the stream may take to deliver its last records."""
 
@@ -42,6 +45,14 @@ async def _read(prompt: str) -> str | None:
     sys.stderr.flush()
     line = await asyncio.to_thread(sys.stdin.readline)
     return line.rstrip("\n") if line else None
+
+
+class LeftWaiting(Exception):
+    """The person left (Ctrl-D) at an approval question: the call stays undecided."""
+
+    def __init__(self, call_id: str) -> None:
+        super().__init__(call_id)
+        self.call_id = call_id
 
 
 @dataclass
@@ -62,8 +73,29 @@ class Chat:
         """The seq of the next record not yet shown."""
 
     async def run(self) -> int:
+        try:
+            return await self._chat()
+        except LeftWaiting as left:
+            run, call = shlex.quote(self.handle.id), shlex.quote(left.call_id)
+            err(
+                f"\n{left.call_id} is still waiting for a decision: durable-agent approve {run} "
+                f"{call} (or deny {run} {call} --reason ...); come back with: "
+                f"durable-agent chat --id {run}"
+            )
+            return EXIT_OK
+
+    async def _chat(self) -> int:
         self.position = await self.handle.stream_position()
         view = await self.handle.status()
+        for _ in range(STARTING_POLLS):
+            if view.status != "starting":
+                break
+            await asyncio.sleep(0.1)
+            view = await self.handle.status()
+        if view.status in ("failed", "cancelled", "completed"):
+            # An unknown agent, a bad input: say why instead of following a turn.
+            err(f"durable-agent: session {self.handle.id} is {view.status}: {view.error}")
+            return EXIT_REJECTED
         if view.status != "awaiting_prompt":
             await self._follow_open_turn(view)
         while True:
@@ -71,7 +103,7 @@ class Chat:
             if line is None or line.strip() in LEAVE_COMMANDS:
                 err(
                     f"\nthe session goes on; come back with: durable-agent chat --id "
-                    f"{self.handle.id} (or end it there with /end)"
+                    f"{shlex.quote(self.handle.id)} (or end it there with /end)"
                 )
                 return EXIT_OK
             if line.strip() in END_COMMANDS:
@@ -195,22 +227,34 @@ class Chat:
         return False
 
     async def _decide(self, call_id: str, tool: str, arguments: object) -> None:
+        """Asks until the person answers: y approves, any other text denies with that text
+        as the reason. A bare Enter asks again; Ctrl-D (end of input) leaves the call
+        waiting and the chat (`LeftWaiting`): nothing is decided without an answer."""
         who = f" as {self.by}" if self.by else ""
-        line = await _read(
-            f"  · tool {tool} {compact(arguments)} needs approval{who}: y to approve, "
-            "anything else denies (the text is the reason)> "
+        question = (
+            f"  · tool {tool} {compact(arguments)} needs approval{who}: y approves, a reason "
+            "denies, Ctrl-D leaves it waiting> "
         )
-        reply = (line or "").strip()
-        try:
-            if reply.lower() in ("y", "yes"):
-                await self.handle.approve(call_id, by=self.by)
-                err(f"  · approved {call_id}")
-            else:
-                reason = reply or "denied in chat"
-                await self.handle.deny(call_id, reason, by=self.by)
-                err(f"  · denied {call_id}: {reason}")
-        except AgentRunError as error:
-            err(f"  · {error.message}")
+        while True:
+            line = await _read(question)
+            if line is None:
+                raise LeftWaiting(call_id)
+            reply = line.strip()
+            if not reply:
+                continue
+            try:
+                if reply.lower() in ("y", "yes"):
+                    await self.handle.approve(call_id, by=self.by)
+                    err(f"  · approved {call_id}")
+                else:
+                    await self.handle.deny(call_id, reply, by=self.by)
+                    err(f"  · denied {call_id}: {reply}")
+                return
+            except Rejected as error:
+                err(f"  · {error.message}")
+                if "already" in error.message:
+                    return  # someone else decided it meanwhile
+                err("  · answer again, or Ctrl-D to leave it for someone who may decide")
 
 
 @click.command(epilog=EPILOG)

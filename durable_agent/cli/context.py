@@ -3,16 +3,18 @@ argument types whose errors name the bad value."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from durable_agent.hitl import read_deferred_response
 from durable_agent.temporal.client import DEFAULT_TIMEOUT, AgentClient
+from durable_agent.temporal.storage import STORAGE_ENV
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
 
 __all__ = [
@@ -73,8 +75,26 @@ class Settings:
 
     async def connect(self) -> AgentClient:
         return await AgentClient.connect(
-            self.address, self.namespace, task_queue=self.task_queue, timeout=self.timeout
+            self.address,
+            self.namespace,
+            task_queue=self.task_queue,
+            timeout=self.timeout,
+            environ=environment(),
         )
+
+
+DEV_PAYLOADS = Path(".temporal") / "payloads"
+"""Where the embedded dev stack (`./scripts/dev`, `python worker.py --dev`) keeps payloads
+over 64 KiB: next to its database, from the folder it was started in."""
+
+
+def environment() -> Mapping[str, str]:
+    """The environment the CLI connects with: the process's own, plus the dev stack's
+    payload store when the CLI runs where the dev stack keeps it and no store is set, so
+    `status` and `watch` of a run with a large payload work without exporting anything."""
+    if os.environ.get(STORAGE_ENV) or not DEV_PAYLOADS.is_dir():
+        return os.environ
+    return {**os.environ, STORAGE_ENV: f"file://{DEV_PAYLOADS.resolve()}"}
 
 
 # -- argument types -------------------------------------------------------------------------
@@ -87,9 +107,9 @@ class JsonValue(click.ParamType[Any, Any]):
         if not isinstance(value, str):
             return value
         try:
-            return json.loads(value)
-        except json.JSONDecodeError as error:
-            self.fail(f"not valid JSON ({error}): {value!r}", param, ctx)
+            return read_deferred_response(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
 
 
 class JsonObject(JsonValue):

@@ -14,11 +14,12 @@ from typing import Any, Literal
 
 import click
 
+from durable_agent.hitl import denial_problem
 from durable_agent.temporal.client import AgentRunHandle
 from durable_agent.temporal.wire import UpdateAccepted
 
 from .context import EPILOG, EXIT_OK, JSON_OBJECT, JSON_VALUE, Settings, connection_options
-from .output import dump, out
+from .output import dump, out, q
 
 __all__ = ["approve", "deferred", "deny", "resume", "steer", "suspend"]
 
@@ -38,6 +39,12 @@ async def _decide(
     else:
         out(accepted.message)
     return EXIT_OK
+
+
+def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if problem := denial_problem(value):
+        raise click.BadParameter(problem)
+    return value
 
 
 @click.command(epilog=EPILOG)
@@ -69,7 +76,7 @@ def approve(
 @click.command(epilog=EPILOG)
 @click.argument("workflow_id", metavar="ID")
 @click.argument("call_id")
-@click.option("--reason", required=True, help="why; the model sees it")
+@click.option("--reason", required=True, callback=_reason, help="why; the model sees it")
 @click.option("--by", metavar="NAME", help=BY_HELP)
 @click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
 @connection_options(group=False)
@@ -130,7 +137,7 @@ def suspend(settings: Settings, workflow_id: str, reason: str) -> Awaitable[int]
         if settings.json:
             dump({"workflow_id": handle.id, "message": message, "reason": reason})
         else:
-            out(f"{message} (resume: durable-agent resume {handle.id})")
+            out(f"{message} (resume: durable-agent resume {q(handle.id)})")
         return EXIT_OK
 
     return send()

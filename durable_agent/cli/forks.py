@@ -13,17 +13,28 @@ from durable_agent import ModelSettings
 from durable_agent.temporal.client import AgentRunHandle
 
 from .context import EPILOG, EXIT_OK, JSON_OBJECT, Settings, connection_options
-from .output import RunReport, dump_line, err, out
+from .output import RunReport, dump_line, err, out, q
 from .runs import _finish
 
 __all__ = ["fork", "retry"]
 
 
 def _checkpoint(value: str | None) -> int | str | None:
-    """`--at 12` is an index, `--at ckpt_...` a checkpoint id."""
+    """`--at 12` is an index, `--at ckpt_...` a checkpoint id; a negative number is
+    neither, refused before anything starts."""
     if value is None:
         return None
-    return int(value) if value.isdigit() else value
+    if value.isdigit():
+        return int(value)
+    if value.startswith("-") and value[1:].isdigit():
+        raise click.BadParameter(
+            f"{value} is negative; give a checkpoint's # (0 or more, as `durable-agent "
+            "checkpoints ID` lists them) or its id",
+            param_hint="'--at'",
+        )
+    if not value.strip():
+        raise click.BadParameter("give a checkpoint's # or id", param_hint="'--at'")
+    return value
 
 
 def _settings(value: dict[str, Any] | None) -> ModelSettings | None:
@@ -47,7 +58,7 @@ async def _started(
         err(note)
     if not wait:
         if not settings.json:
-            err(f"follow it with: durable-agent status {handle.id}")
+            err(f"follow it with: durable-agent status {q(handle.id)}")
         return EXIT_OK
     return await _finish(handle, settings, RunReport(workflow_id=handle.id, run_id=handle.run_id))
 

@@ -22,6 +22,8 @@ from durable_agent.stream import AgentStreamRecord
 from durable_agent.temporal.executor import CONTINUE_AS_NEW
 from durable_agent.temporal.wire import AgentStatusView
 
+from .output import q
+
 __all__ = ["CallView", "RunView", "StepText"]
 
 SHOWN_STEPS = 3
@@ -75,6 +77,8 @@ class RunView:
     calls: dict[str, CallView] = field(default_factory=dict)
     waiting: dict[str, CallView] = field(default_factory=dict)
     """Calls waiting for a human: approvals and deferred calls, by call id."""
+    steering: list[str] = field(default_factory=list)
+    """Steering messages users sent, in the order they arrived."""
     usage: dict[str, Any] = field(default_factory=dict)
     suspend_reason: str | None = None
     output: Any = None
@@ -196,6 +200,8 @@ class RunView:
         elif kind == "run_cancelled":
             self.status = "cancelled"
             self.waiting.clear()
+        elif kind == "steered":
+            self.steering.append(str(data.get("message", "")))
 
     # -- showing it -----------------------------------------------------------------------
 
@@ -205,13 +211,16 @@ class RunView:
             parts.append(self._step(step))
         if self.calls:
             parts.append(self._calls())
+        if self.steering:
+            shown = "\n".join(f"  {_short(m, 200)}" for m in self.steering[-SHOWN_STEPS:])
+            parts.append(Text(f"steering messages:\n{shown}", style="cyan"))
         if self.waiting:
             parts.append(self._waiting())
         if self.suspend_reason and self.status == "suspended":
             parts.append(
                 Text(
                     f"suspended: {self.suspend_reason}\n  resume: durable-agent resume "
-                    f"{self.workflow_id}",
+                    f"{q(self.workflow_id)}",
                     style="yellow",
                 )
             )
@@ -266,15 +275,14 @@ class RunView:
             text.append(f"  {call.tool_call_id}  {call.tool_name}  {_short(call.arguments)}\n")
             if call.state == "deferred":
                 text.append(
-                    f"    deliver: durable-agent deferred {self.workflow_id} "
-                    f"{call.tool_call_id} --response 'JSON'\n"
+                    f"    deliver: durable-agent deferred {q(self.workflow_id)} "
+                    f"{q(call.tool_call_id)} --response 'JSON'\n"
                 )
             else:
+                approve = f"durable-agent approve {q(self.workflow_id)} {q(call.tool_call_id)}"
+                text.append(f"    approve: {approve}\n")
                 text.append(
-                    f"    approve: durable-agent approve {self.workflow_id} {call.tool_call_id}\n"
-                )
-                text.append(
-                    f"    deny:    durable-agent deny {self.workflow_id} {call.tool_call_id} "
+                    f"    deny:    durable-agent deny {q(self.workflow_id)} {q(call.tool_call_id)} "
                     '--reason "..."\n'
                 )
         return text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -26,6 +27,7 @@ from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, Pe
 
 __all__ = [
     "RunReport",
+    "q",
     "StatusReport",
     "checkpoint_table",
     "compact",
@@ -37,6 +39,12 @@ __all__ = [
     "print_status",
     "runs_table",
 ]
+
+
+def q(word: str) -> str:
+    """`word` quoted for a shell, so a hint's command can be pasted as it is."""
+    return shlex.quote(word)
+
 
 UNBOUNDED_WIDTH = 10_000
 LABEL_WIDTH = 12
@@ -185,7 +193,7 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
         ("usage", _usage_line(view.usage)),
     ]
     if view.suspend_reason:
-        resume = f"(resume: durable-agent resume {workflow_id})"
+        resume = f"(resume: durable-agent resume {q(workflow_id)})"
         lines.append(("suspended", f"{view.suspend_reason}  {resume}"))
     if view.error:
         lines.append(("error", view.error))
@@ -199,7 +207,9 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
     if view.session:
         session = view.session
         state = "awaiting the next prompt" if session.awaiting_prompt else "in a turn"
-        if session.ending:
+        if view.status in ("completed", "failed", "cancelled"):
+            state = "ended"
+        elif session.ending:
             state = "ending"
         until = f", ends at {_time(session.idle_expires_at)}" if session.idle_expires_at else ""
         lines.append(("session", f"{session.turns} turn(s) answered, {state}{until}"))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import sys
 from collections.abc import Awaitable
+from typing import TextIO
 
 import click
 from temporalio.client import WorkflowExecutionStatus
@@ -42,6 +45,7 @@ from .output import (
     out,
     output_text,
     print_status,
+    q,
     runs_table,
 )
 
@@ -56,7 +60,12 @@ POLL_SECONDS = 1.0
 
 @click.command(epilog=EPILOG)
 @click.argument("agent")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
+@click.option(
+    "--prompt-file",
+    type=click.File("r", encoding="utf-8"),
+    help="read the prompt from this file (- for standard input; so does PROMPT -)",
+)
 @click.option("--wait", is_flag=True, help="wait for the run and print its output")
 @click.option("--id", "workflow_id", metavar="WORKFLOW_ID", help="default agent-NAME-XXXXXXXX")
 @click.option(
@@ -77,7 +86,8 @@ POLL_SECONDS = 1.0
 def run(
     settings: Settings,
     agent: str,
-    prompt: str,
+    prompt: str | None,
+    prompt_file: TextIO | None,
     wait: bool,
     workflow_id: str | None,
     suspend_at: tuple[str, ...],
@@ -88,8 +98,11 @@ def run(
     workflow id.
 
     With --json every line is one JSON document: `{"workflow_id": ..., "run_id": ...}` as
-    soon as the run has started, then, with --wait, the report of how it ended.
+    soon as the run has started, then, with --wait, the report of how it ended. A long
+    prompt (the shell limits arguments to ~128 KiB) comes from a file or standard input:
+    `--prompt-file task.md`, or `run AGENT - < task.md`.
     """
+    prompt = _prompt_text(prompt, prompt_file)
 
     async def start() -> int:
         agents = await settings.connect()
@@ -108,11 +121,30 @@ def run(
             out(handle.id)
         if not wait:
             if not settings.json:
-                err(f"started; follow it with: durable-agent status {handle.id}")
+                err(f"started; follow it with: durable-agent status {q(handle.id)}")
             return EXIT_OK
         return await _finish(handle, settings, report)
 
     return start()
+
+
+def _prompt_text(prompt: str | None, prompt_file: TextIO | None) -> str:
+    """The prompt from the argument, `-` (standard input) or --prompt-file."""
+    if prompt is not None and prompt_file is not None:
+        raise click.UsageError("give the prompt as PROMPT or --prompt-file, not both")
+    if prompt == "-":
+        prompt_file = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+    elif prompt is not None:
+        return prompt
+    if prompt_file is None:
+        raise click.UsageError(
+            "give the prompt: PROMPT, PROMPT - (standard input) or --prompt-file"
+        )
+    try:
+        text = prompt_file.read()
+    except UnicodeDecodeError as error:
+        raise click.UsageError(f"the prompt is not UTF-8 text ({error})") from None
+    return text.removesuffix("\n")
 
 
 async def _finish(handle: AgentRunHandle, settings: Settings, report: RunReport) -> int:
@@ -142,7 +174,7 @@ async def _await_result(handle: AgentRunHandle, settings: Settings) -> AgentWork
             await _hint_waiting(handle, settings, shown)
     except asyncio.CancelledError:
         result.cancel()
-        err(f"\nstopped waiting; the run goes on: durable-agent status {handle.id}")
+        err(f"\nstopped waiting; the run goes on: durable-agent status {q(handle.id)}")
         raise
 
 
@@ -189,9 +221,9 @@ def _approval_hint(workflow_id: str, pending: PendingApprovalView) -> str:
     return (
         f"waiting for approval of tool `{pending.tool_name}` {compact(pending.arguments)} "
         f"(call {pending.tool_call_id}); still waiting. Approve with:\n"
-        f"  durable-agent approve {workflow_id} {pending.tool_call_id}\n"
+        f"  durable-agent approve {q(workflow_id)} {q(pending.tool_call_id)}\n"
         f"or deny with:\n"
-        f"  durable-agent deny {workflow_id} {pending.tool_call_id} --reason TEXT"
+        f"  durable-agent deny {q(workflow_id)} {q(pending.tool_call_id)} --reason TEXT"
     )
 
 
@@ -199,14 +231,14 @@ def _deferred_hint(workflow_id: str, deferred: PendingApprovalView) -> str:
     return (
         f"waiting for the result of deferred tool `{deferred.tool_name}` "
         f"(call {deferred.tool_call_id}); still waiting. Deliver it with:\n"
-        f"  durable-agent deferred {workflow_id} {deferred.tool_call_id} --response JSON"
+        f"  durable-agent deferred {q(workflow_id)} {q(deferred.tool_call_id)} --response JSON"
     )
 
 
 def _suspend_hint(workflow_id: str, view: AgentStatusView) -> str:
     return (
         f"suspended at {view.node} ({view.suspend_reason}); still waiting. Resume with:\n"
-        f"  durable-agent resume {workflow_id}"
+        f"  durable-agent resume {q(workflow_id)}"
     )
 
 

@@ -25,7 +25,7 @@ from durable_agent.temporal.client import AgentRunError, AgentRunHandle
 
 from .context import EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options
 from .live import RunView
-from .output import compact, dump_line, err, out
+from .output import compact, dump_line, err, out, q
 
 __all__ = ["watch"]
 
@@ -111,8 +111,11 @@ def _line(view: RunView, record: AgentStreamRecord) -> str | None:
         call = data.get("tool_call_id")
         return (
             f"{prefix} waiting for approval of {data.get('tool_name')} {call} "
-            f"{compact(data.get('arguments'))}: durable-agent approve {view.workflow_id} {call}"
+            f"{compact(data.get('arguments'))}: durable-agent approve {q(view.workflow_id)} "
+            f"{q(str(call))}"
         )
+    if kind == "steered":
+        return f"{prefix} steered: {data.get('message')}"
     if kind == "approval_decided":
         verdict = "approved" if data.get("approved") else "denied"
         return f"{prefix} {data.get('tool_call_id')} {verdict} by {data.get('decided_by') or '?'}"

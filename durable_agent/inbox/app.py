@@ -32,7 +32,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from durable_agent.approvers import approver_problem
-from durable_agent.temporal.client import AgentClient, AgentRunError, Rejected, RunClosed
+from durable_agent.hitl import denial_problem, read_deferred_response
+from durable_agent.temporal.client import (
+    AgentClient,
+    AgentRunError,
+    NotAnAgentRun,
+    NoWorker,
+    Rejected,
+    RunClosed,
+    RunNotFound,
+)
 from durable_agent.temporal.wire import PendingApprovalView
 
 from .auth import Identity, LoginThrottle, UserDirectory, identity_from_headers
@@ -339,7 +348,7 @@ class _Inbox:
         try:
             text, status_code = await self.act(action, workflow_id, call_id, form, identity)
         except AgentRunError as error:
-            text, status_code = _refusal(error), 409 if isinstance(error, Rejected) else 502
+            text, status_code = _refusal(error), _http_status(error)
         flash = Flash(text, ok=status_code < 400)
         if "hx-request" in request.headers:
             card = await load_run(
@@ -381,11 +390,7 @@ class _Inbox:
             return await self.deliver(handle, view.deferred_calls, call_id, form)
         call = _undecided(view.pending_approvals, call_id)
         if call is None:
-            return (
-                f"tool call {call_id!r} of run {workflow_id} is no longer waiting for a "
-                "decision (someone decided it, or it expired)",
-                409,
-            )
+            return _not_pending(view.pending_approvals, call_id, workflow_id)
         allowed = frozenset(call.approvers) if call.approvers is not None else None
         refusal = approver_problem(call.tool_name, allowed, identity.user, identity.groups)
         if refusal is not None:
@@ -393,8 +398,8 @@ class _Inbox:
         groups = list(identity.groups)
         if action == "deny":
             reason = str(form.get("reason") or "").strip()
-            if not reason:
-                return "give a reason to deny the call: the agent's model reads it", 400
+            if problem := denial_problem(reason):
+                return problem, 400
             await handle.deny(call_id, reason, by=identity.user, groups=groups)
             return f"denied {call.tool_name} ({call_id}) as {identity.user}: {reason}", 200
         override, problem = _override(call, form.get("arguments"))
@@ -415,14 +420,13 @@ class _Inbox:
     ) -> tuple[str, int]:
         call = _undecided(calls, call_id)
         if call is None:
+            if not any(c.tool_call_id == call_id for c in calls):
+                return f"run {handle.id} has no deferred call {call_id!r}", 404
             return f"deferred call {call_id!r} no longer waits for a result", 409
-        raw = str(form.get("response") or "").strip()
-        if not raw:
-            return "give the call's result (JSON, or plain text)", 400
         try:
-            response: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            response = raw  # plain text is a fine result for a model to read
+            response = read_deferred_response(str(form.get("response") or ""))
+        except ValueError as error:
+            return str(error), 400
         status: Literal["success", "error"] = (
             "error" if form.get("status") == "error" else "success"
         )
@@ -452,6 +456,31 @@ class _SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def _http_status(error: AgentRunError) -> int:
+    """What a client error means for the browser: the run is not there (404), the workflow
+    refused (409), or Temporal could not be asked (502, 504)."""
+    if isinstance(error, RunNotFound | NotAnAgentRun):
+        return 404
+    if isinstance(error, Rejected | RunClosed):
+        return 409
+    if isinstance(error, NoWorker):
+        return 504
+    return 502
+
+
+def _not_pending(
+    calls: list[PendingApprovalView], call_id: str, workflow_id: str
+) -> tuple[str, int]:
+    """Why `call_id` cannot be decided: unknown in this run, or already decided."""
+    if not any(c.tool_call_id == call_id for c in calls):
+        return f"run {workflow_id} has no pending call {call_id!r}", 404
+    return (
+        f"tool call {call_id!r} of run {workflow_id} is no longer waiting for a decision "
+        "(someone decided it, or it expired)",
+        409,
+    )
 
 
 def _undecided(calls: list[PendingApprovalView], call_id: str) -> PendingApprovalView | None:

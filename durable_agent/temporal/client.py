@@ -25,7 +25,7 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -46,6 +46,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import (
+    AgentExecutionNode,
     AgentOverrides,
     AgentResumeEvidence,
     AgentStreamRecord,
@@ -55,11 +56,13 @@ from durable_agent import (
 )
 
 from ..errors import InvalidInput
+from ..hitl import denial_problem
 from .encryption import EncryptionError
+from .markdown import literal
 from .plugin import DurableAgentPlugin
 from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 from .signing import ApprovalKeys, sign_signal
-from .storage import StorageConfigError
+from .storage import STORAGE_ENV, StorageConfigError
 from .wire import (
     AWAITING_PROMPT,
     AgentStatusView,
@@ -283,15 +286,16 @@ def _listed(execution: WorkflowExecution) -> ListedRun:
 
 def _summary(agent: str, prompt: str, source: ResumeFrom | None = None) -> str:
     """The Web UI's one-line summary of a run: its agent and the start of its prompt (for
-    a fork, where it came from)."""
+    a fork, where it came from). The UI renders it as Markdown: what users wrote is
+    escaped (`literal`), so a prompt cannot put a link or an element on the page."""
     if source is not None:
-        return f"agent `{agent}`: fork of {source.describe()}"
+        return f"agent {literal(agent)}: fork of {literal(source.describe())}"
     line = " ".join(prompt.split())
     if not line:
-        return f"agent `{agent}`: session"
+        return f"agent {literal(agent)}: session"
     if len(line) > SUMMARY_PROMPT_CHARS:
         line = line[: SUMMARY_PROMPT_CHARS - 1].rstrip() + "…"
-    return f"agent `{agent}`: {line}"
+    return f"agent {literal(agent)}: {literal(line)}"
 
 
 def _failure_text(error: WorkflowFailureError) -> str:
@@ -362,17 +366,19 @@ class AgentClient:
         *,
         task_queue: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        environ: Mapping[str, str] | None = None,
     ) -> AgentClient:
         """Connects with `DurableAgentPlugin.from_env()` (payload encryption when
         DURABLE_AGENT_ENCRYPTION_KEYS is set, external payloads where DURABLE_AGENT_STORAGE
         says); unset arguments come from TEMPORAL_ADDRESS
-        (localhost:7233), TEMPORAL_NAMESPACE (default) and TEMPORAL_TASK_QUEUE."""
-        env = os.environ
+        (localhost:7233), TEMPORAL_NAMESPACE (default) and TEMPORAL_TASK_QUEUE. `environ`
+        replaces `os.environ` for all of these."""
+        env = os.environ if environ is None else environ
         address = address or env.get("TEMPORAL_ADDRESS", "localhost:7233")
         namespace = namespace or env.get("TEMPORAL_NAMESPACE", "default")
         task_queue = task_queue or env.get("TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE)
         try:
-            plugin = DurableAgentPlugin.from_env()
+            plugin = DurableAgentPlugin.from_env(environ=env)
         except (EncryptionError, StorageConfigError) as error:
             raise AgentRunError(str(error)) from None
         try:
@@ -636,6 +642,20 @@ class AgentRunHandle:
             raise RunFailed(self.id, _failure_text(error)) from error
         except RPCError as error:
             raise await self._explain("result", error) from None
+        except RuntimeError as error:
+            raise self._without_storage("result", error) from None
+
+    def _without_storage(self, action: str, error: RuntimeError) -> Exception:
+        """What to tell a person whose client cannot read the run's external payloads
+        (the SDK's TMPRL1105); any other RuntimeError as it is."""
+        if "TMPRL1105" not in str(error):
+            return error
+        return AgentRunError(
+            f"{action} failed: run {self.id!r} keeps large payloads in external storage, and "
+            f"this client has none: set {STORAGE_ENV} as the worker has it (the embedded dev "
+            "stack uses file://<its folder>/.temporal/payloads)",
+            workflow_id=self.id,
+        )
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -668,7 +688,10 @@ class AgentRunHandle:
         *,
         groups: Sequence[str] | None = None,
     ) -> UpdateAccepted:
-        """Denies pending tool call `call_id`: the tool never runs, the model sees `reason`."""
+        """Denies pending tool call `call_id`: the tool never runs, the model sees `reason`
+        (which must say something: refused as `invalid_approval` before anything is sent)."""
+        if problem := denial_problem(reason):
+            raise Rejected(self.id, problem, "invalid_approval")
         request = ApprovalSignal(
             tool_call_id=call_id,
             approved=False,
@@ -820,6 +843,7 @@ class AgentRunHandle:
                 f"{self.id} --at N)",
                 workflow_id=self.id,
             )
+        await self._refuse_retry_without_a_boundary()
         original = await self._call("history", lambda: self._start_input(description.run_id))
         fields = original.model_dump(exclude=set(RETRY_DROPPED_FIELDS))
         fields["resume_from"] = ResumeFrom(workflow_id=self.id, run_id=description.run_id)
@@ -830,6 +854,22 @@ class AgentRunHandle:
         except AlreadyStarted:
             fresh = f"{self.id}-retry-{uuid.uuid4().hex[:6]}"
             return await start(original.agent, "", workflow_id=fresh, task_queue=queue, **fields)
+
+    async def _refuse_retry_without_a_boundary(self) -> None:
+        """A run that failed before its first resumable boundary (an unknown agent, a bad
+        input) has nothing to go on from: a retry would only fail again, hiding why."""
+        resumable = [
+            c for c in await self.checkpoints() if c.node is not AgentExecutionNode.RUN_FAILED
+        ]
+        if resumable:
+            return
+        view = await self.status()
+        why = f" ({view.error})" if view.error else ""
+        raise AgentRunError(
+            f"run {self.id!r} failed before its first checkpoint{why}; there is nothing to "
+            "retry from: fix the cause and start a new run",
+            workflow_id=self.id,
+        )
 
     async def _start_input(self, run_id: str) -> AgentWorkflowInput:
         """The input run `run_id` was started with (its first history event)."""
@@ -876,6 +916,8 @@ class AgentRunHandle:
                 raise AgentRunError(
                     f"{action} failed: {error.message}", workflow_id=self.id
                 ) from None
+            except RuntimeError as error:
+                raise self._without_storage(action, error) from None
             except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
                 raise self._no_worker(action) from None
             except RPCError as error:

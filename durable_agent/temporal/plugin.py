@@ -40,7 +40,8 @@ plugin given only to `Worker(plugins=[...])` on a client without it is refused.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -166,7 +167,12 @@ class DurableAgentPlugin(SimplePlugin):
         return [agent for agent, _ in self._agents]
 
     @classmethod
-    def from_env(cls, agents: Sequence[Agent[Any] | AgentRegistration] = ()) -> DurableAgentPlugin:
+    def from_env(
+        cls,
+        agents: Sequence[Agent[Any] | AgentRegistration] = (),
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> DurableAgentPlugin:
         """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set and stores large ones
         where DURABLE_AGENT_STORAGE says; raises `EncryptionError` or `StorageConfigError`
         naming a malformed setting. Requires (and makes) signed approvals when
@@ -175,11 +181,13 @@ class DurableAgentPlugin(SimplePlugin):
         from .encryption import codec_from_env
         from .storage import external_storage_from_env
 
+        env = os.environ if environ is None else environ
+
         return cls(
             agents,
-            codec=codec_from_env(),
-            external_storage=external_storage_from_env(),
-            approval_keys=ApprovalKeys.from_env(),
+            codec=codec_from_env(env),
+            external_storage=external_storage_from_env(env),
+            approval_keys=ApprovalKeys.from_env(env),
         )
 
     # --- data converter -------------------------------------------------------------------
