@@ -17,7 +17,15 @@ __all__ = ["IdSource", "SystemIdSource", "format_timestamp", "new_id", "uuid4_te
 
 
 class IdSource(Protocol):
+    """Where a run's ids and time come from: the system in-process, the workflow's
+    replay-safe random and clock on Temporal."""
+
     def uuid4(self) -> uuid.UUID: ...
+
+    def uuid4_text(self) -> str:
+        """`str(self.uuid4())`; sources answer it without building a `UUID` (a loop step
+        takes five ids, and inside a workflow's sandbox a `UUID` object costs dearly)."""
+        ...
 
     def now(self) -> datetime: ...
 
@@ -73,10 +81,8 @@ def format_timestamp(moment: datetime) -> str:
 
 
 def new_id(source: IdSource, prefix: str) -> str:
-    """`<prefix>_<uuid4>`. A source with `uuid4_text` gives the text straight away: a loop
-    step takes five ids, and inside a workflow's sandbox a `UUID` object costs dearly."""
-    text = getattr(source, "uuid4_text", None)
-    return f"{prefix}_{text() if text is not None else source.uuid4()}"
+    """`<prefix>_<uuid4>`."""
+    return f"{prefix}_{source.uuid4_text()}"
 
 
 def uuid4_text(bits: int) -> str:

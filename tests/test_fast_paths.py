@@ -1,0 +1,96 @@
+"""The speed-ups that rely on pydantic's internals, pinned (issue 25, item 4).
+
+`durable_agent._fields` is the one module that touches pydantic's private slots
+(`trusted`, `shallow_copy`); this test fails loudly when a pydantic release changes what
+they rely on, and `pyproject.toml` allows only the releases it has passed on.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+import types
+from pathlib import Path
+
+import pydantic
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from pydantic import BaseModel
+
+from durable_agent import Usage
+from durable_agent._fields import shallow_copy, trusted
+from durable_agent.messages import ToolCall
+from durable_agent.state import AgentRunState
+
+ROOT = Path(__file__).resolve().parent.parent
+VERIFIED_MINORS = ("2.12", "2.13", "2.14")
+"""The pydantic minor releases this test has passed on; raise pyproject's bound with it."""
+
+
+def _state(model: BaseModel) -> tuple[object, ...]:
+    return (
+        model.model_dump(mode="json"),
+        model.model_fields_set,
+        model.__pydantic_extra__,
+        model.__pydantic_private__,
+    )
+
+
+def test_the_slots_written_directly_are_pydantics_slot_descriptors() -> None:
+    for name in (
+        "__dict__",
+        "__pydantic_fields_set__",
+        "__pydantic_extra__",
+        "__pydantic_private__",
+    ):
+        descriptor = BaseModel.__dict__[name]
+        assert isinstance(descriptor, types.MemberDescriptorType | types.GetSetDescriptorType), name
+
+
+@pytest.mark.parametrize(
+    ("cls", "fields"),
+    [
+        (ToolCall, {"id": "c1", "name": "deploy", "arguments": {"env": "prod"}}),
+        (
+            Usage,
+            {name: 0 for name in Usage.model_fields} | {"requests": 2, "input_tokens": 7},
+        ),
+    ],
+    ids=["extra-allowed", "plain"],
+)
+def test_trusted_builds_what_validation_builds(
+    cls: type[BaseModel], fields: dict[str, object]
+) -> None:
+    built = trusted(cls, **fields)
+    validated = cls.model_validate(fields)
+    assert built == validated
+    assert _state(built) == _state(validated)
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert cls.model_validate_json(built.model_dump_json()) == validated
+    assert built.model_copy(update={}) == validated
+
+
+def test_shallow_copy_is_a_model_copy_with_a_fields_set_of_its_own() -> None:
+    state = AgentRunState(run_id="r", conversation_id="c", metadata={"k": 1})
+    copy = shallow_copy(state)
+    assert _state(copy) == _state(state.model_copy())
+    assert copy.model_fields_set is not state.model_fields_set
+    copy.metadata = {"k": 2}
+    assert state.metadata == {"k": 1}
+
+
+def test_pyproject_allows_only_verified_pydantic_releases() -> None:
+    installed = Version(pydantic.VERSION)
+    assert f"{installed.major}.{installed.minor}" in VERIFIED_MINORS, (
+        f"pydantic {installed} is not among the releases the fast paths were verified on; "
+        "run this test on it and add it to VERIFIED_MINORS"
+    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    spec = next(d for d in project["dependencies"] if re.match(r"pydantic\b", d))
+    allowed = SpecifierSet(spec.removeprefix("pydantic"))
+    newest = Version(VERIFIED_MINORS[-1])
+    next_minor = Version(f"{newest.major}.{newest.minor + 1}")
+    assert next_minor not in allowed, f"{spec} allows {next_minor}, which nothing verified"
+    for minor in VERIFIED_MINORS:
+        assert Version(minor) in allowed or Version(f"{minor}.1") in allowed, (spec, minor)
