@@ -1,10 +1,11 @@
-"""Runs this application's worker: the example agents on `AgentWorkflow`.
+"""Runs this application's worker: its agents, its workflow and its activity.
 
     python worker.py [--agents my.module ...] [--no-examples] [--log-format json|console] [--dev]
 
-The worker itself is the library's (`durable_agent.temporal.worker`, also installed as
-`durable-agent worker`); this application adds its agents, `workflows.agents`, whose tools
-are in `activities.tools`. Environment: TEMPORAL_ADDRESS (default localhost:7233),
+The worker is the library's `durable-agent worker` command (`durable_agent.cli.worker`);
+this file adds what the application brings: the example agents (`workflows.agents`, tools
+in `activities.tools`), `ReleaseWorkflow` (`workflows.release`) and its activity
+(`activities.release`). Environment: TEMPORAL_ADDRESS (default localhost:7233),
 TEMPORAL_NAMESPACE (default `default`), TEMPORAL_TASK_QUEUE (default `durable-agent`).
 """
 
@@ -12,14 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from activities import ACTIVITIES
+from durable_agent.cli.worker import Application
+from durable_agent.cli.worker import main as run
 from durable_agent.temporal.worker import exit_process
-from durable_agent.temporal.worker import main as run
+from workflows import WORKFLOWS
 
-APP_AGENTS = ("workflows.agents",)
+APPLICATION = Application(
+    agent_modules=("workflows.agents",), workflows=WORKFLOWS, activities=ACTIVITIES
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(argv, default_agents=APP_AGENTS)
+    return run(argv, application=APPLICATION)
 
 
 if __name__ == "__main__":

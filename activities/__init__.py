@@ -1,13 +1,13 @@
-"""The activities this application's worker runs.
+"""This application's activities and the example agents' tools.
 
-The agent loop's node activities are the library's (`durable_agent.temporal.activities`);
-the example agents' tools (`activities.tools`) run inside the `tool_call` activity.
+`ACTIVITIES` are the application's own Temporal activities (`worker.py` registers them); the
+agents' tools (`activities.tools`) run inside the library's `tool_call` activity.
 """
 
 from __future__ import annotations
 
-from durable_agent.temporal.activities import ALL_ACTIVITIES
+from .release import announce_release
 
 __all__ = ["ACTIVITIES"]
 
-ACTIVITIES = list(ALL_ACTIVITIES)
+ACTIVITIES = [announce_release]

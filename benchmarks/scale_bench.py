@@ -874,10 +874,10 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protobuf", ("google/protobuf/", "google._upb")),
     ("json", ("/json/", "_json.")),
     (
-        "durable_agent workflow (temporal/workflow/, loop.py, controller.py)",
+        "durable_agent workflow (temporal/workflow/, loop/, controller.py)",
         (
             "durable_agent/temporal/workflow/",
-            "durable_agent/loop.py",
+            "durable_agent/loop/",
             "durable_agent/controller.py",
         ),
     ),
@@ -897,7 +897,7 @@ WORKFLOW_SIDE = (
     "temporalio/worker/_workflow.py",
     "temporalio/worker/workflow_sandbox/",
     "durable_agent/temporal/workflow/",
-    "durable_agent/loop.py",
+    "durable_agent/loop/",
     "durable_agent/controller.py",
 )
 ACTIVITY_SIDE = (

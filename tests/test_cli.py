@@ -563,7 +563,7 @@ def test_worker_help_is_the_workers() -> None:
         [str(CONSOLE_SCRIPT), "--help"], capture_output=True, text=True, timeout=60
     )
     assert helped.returncode == 0, helped.stderr
-    assert helped.stdout.startswith("usage: durable-agent worker")
+    assert helped.stdout.startswith("Usage: durable-agent worker")
     for flag in ("--agents MODULE", "--dev", "--log-format", "--no-examples"):
         assert flag in helped.stdout
     assert "TEMPORAL_ADDRESS" in helped.stdout

@@ -84,3 +84,70 @@ def test_the_dev_server_does_not_outlive_its_worker(tmp_path: Path, sig: signal.
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def _dev(tmp_path: Path, log: Path, *flags: str) -> subprocess.Popen[bytes]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEMPORAL_", "OPENAI_", "DURABLE_AGENT_"))
+    }
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "worker.py", "--dev", "--db", str(tmp_path / "dev.db"), *flags],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def test_a_second_dev_stack_refuses_to_start_naming_the_port_and_its_holder(
+    tmp_path: Path,
+) -> None:
+    """Issue 26, item 4: it used to talk to the first one's server and run other agents on
+    the same task queue."""
+    first, port, _ = _start(tmp_path)
+    try:
+        ui_port = free_port()
+        log = tmp_path / "second.log"
+        second = _dev(tmp_path, log, "--no-inbox", "--port", str(port), "--ui-port", str(ui_port))
+        code = second.wait(60)
+        text = log.read_text()
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(60)
+    assert code == 1, text
+    assert f"the Temporal dev server's port {port} is in use by pid " in text
+    assert "(temporal)" in text
+    assert "Is `./scripts/dev` already running?" in text
+    assert "worker started" not in text
+
+
+def test_the_dev_banner_comes_last_and_restarts_add_no_demo_run(tmp_path: Path) -> None:
+    """Issue 26, item 13: the approve/deny lines are printed after everything has started,
+    and a restart finds the waiting demo run instead of starting another."""
+    ports = ["--port", str(free_port()), "--ui-port", str(free_port()), "--no-inbox"]
+    demos = []
+    for attempt in range(2):
+        log = tmp_path / f"dev{attempt}.log"
+        process = _dev(tmp_path, log, *ports)
+        try:
+            _wait(
+                lambda path=log, run=process: (
+                    "Press Enter" in path.read_text() or run.poll() is not None
+                ),
+                120,
+                str(log),
+            )
+            text = log.read_text()
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(60)
+        banner = text[text.rindex("durable-agent dev stack is up.") :]
+        assert "source .venv/bin/activate" in banner
+        demo = banner.split("Demo run ", 1)[1].split(" ", 1)[0]
+        assert f"durable-agent approve '{demo}' call_deploy_0 --by dev" in banner
+        demos.append(demo)
+    assert demos[0] == demos[1], "the second start reused the waiting demo run"

@@ -295,11 +295,11 @@ def test_keys_that_do_not_parse_stop_the_worker_and_the_client_naming_the_variab
         ApprovalKeys.parse(spec)
     assert str(caught.value).startswith(message)
     monkeypatch.setenv(ENV_VAR, spec)
-    from durable_agent.temporal.worker import plugin
+    from durable_agent.temporal.worker import WorkerStartError, plugin
 
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(WorkerStartError) as stopped:
         plugin()
-    assert str(stopped.value.code).startswith(message)
+    assert stopped.value.message.startswith(message)
 
 
 async def test_the_client_refuses_to_start_with_bad_keys(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,13 +1,14 @@
-"""The workflows this application's worker runs.
+"""This application's workflow code: its agents (`workflows.agents`, run by the library's
+`AgentWorkflow`) and a workflow of its own that uses one (`workflows.release`).
 
-`AgentWorkflow` is the library's (`durable_agent.temporal.workflow`); what this
-application adds is its agents (`workflows.agents`), which the workflow runs by name.
+`WORKFLOWS` are the application's own workflow classes (`worker.py` registers them; the
+plugin adds `AgentWorkflow`).
 """
 
 from __future__ import annotations
 
-from durable_agent.temporal import AgentWorkflow
+from .release import ReleaseWorkflow
 
-__all__ = ["WORKFLOWS", "AgentWorkflow"]
+__all__ = ["WORKFLOWS"]
 
-WORKFLOWS = [AgentWorkflow]
+WORKFLOWS = [ReleaseWorkflow]

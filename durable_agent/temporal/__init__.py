@@ -22,6 +22,7 @@ from .search_attributes import (
 )
 from .streams import CheckpointChain, MissingCheckpoints, StreamPastEnd
 from .wire import (
+    EVENTS_TOPIC,
     AgentStatusView,
     AgentWorkflowInput,
     AgentWorkflowResult,
@@ -36,7 +37,7 @@ from .wire import (
     SuspendSignal,
     UpdateAccepted,
 )
-from .workflow import EVENTS_TOPIC, AgentWorkflow
+from .workflow import AgentWorkflow
 
 __all__ = [
     "AGENT_NAME",

@@ -38,8 +38,8 @@ from durable_agent.stream import TERMINAL_KINDS, AgentStreamRecord
 
 from .client import AgentRunError, CannotConnect, NoWorker, RunNotFound
 from .executor import CONTINUE_AS_NEW
-from .wire import CheckpointsView, RunLink
-from .workflow import EVENTS_TOPIC, AgentWorkflow
+from .wire import EVENTS_TOPIC, CheckpointsView, RunLink
+from .workflow import AgentWorkflow
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",

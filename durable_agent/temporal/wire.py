@@ -29,6 +29,7 @@ from durable_agent.nodes import (
 )
 
 __all__ = [
+    "EVENTS_TOPIC",
     "AWAITING_PROMPT",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
     "MAX_PROMPT_CHARS",
@@ -178,6 +179,9 @@ class Continuation(BaseModel):
     """Every earlier run of the chain, oldest first (a few ids, not their checkpoints)."""
 
 
+EVENTS_TOPIC = "events"
+"""The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
+offset is its record's `seq`."""
 AWAITING_PROMPT = "awaiting_prompt"
 """The `AgentStatus` (and `status`) of a session that waits for its next prompt: not a
 human's decision, so it is not listed among the runs `waiting` for one."""

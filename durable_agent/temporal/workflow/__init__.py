@@ -5,7 +5,7 @@ owning one concern, reaching Temporal through `port.WorkflowPort` so it can be t
 without a server. Nothing here does I/O.
 """
 
+from ..wire import EVENTS_TOPIC
 from .agent_workflow import AgentWorkflow
-from .events import EVENTS_TOPIC
 
 __all__ = ["EVENTS_TOPIC", "AgentWorkflow"]

@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from .continuation import Chain
     from .control import RunControl
     from .decisions import HumanDecisions
-    from .events import EVENTS_TOPIC, STREAM_PUBLISH_SIGNAL, EventStream
+    from .events import STREAM_PUBLISH_SIGNAL, EventStream
     from .gates import Gate, parse_signal
     from .inputs import RawInput, read_input
     from .live import LiveRun
@@ -67,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from .sessions import Session, result_of
     from .visibility import Visibility
 
-__all__ = ["EVENTS_TOPIC", "AgentWorkflow"]
+__all__ = ["AgentWorkflow"]
 
 
 def _fail(kind: str, message: str) -> ApplicationError:

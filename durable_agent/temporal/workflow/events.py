@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from ...models.base import ModelDelta
     from ...stream import AgentStreamRecord
     from ..executor import TemporalExecutor
-    from ..wire import Continuation, ModelDeltaBatch
+    from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch
     from .live import LiveRun
     from .port import WorkflowPort
 
@@ -35,9 +35,6 @@ __all__ = [
     "merged_deltas",
 ]
 
-EVENTS_TOPIC = "events"
-"""The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
-offset is its record's `seq`."""
 HANDOFF_RECORDS = 64
 HANDOFF_BYTES = 16_384
 """The most records (and bytes of them) a run hands to its continue-as-new successor's

@@ -1,38 +1,16 @@
-"""`AgentClient`: start, inspect and decide agent runs from Python, without Temporal's API.
-
-    agents = await AgentClient.connect()            # TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
-    handle = await agents.start("deployer", "Deploy v2.1 to prod")
-    view = await handle.status()                    # AgentStatusView
-    await handle.approve(view.pending_approvals[0].tool_call_id, by="alice")
-    result = await handle.result()                  # AgentWorkflowResult
-
-It wraps a `temporalio.client.Client` connected with `DurableAgentPlugin` (the pydantic
-data converter and the codec the workers use). What it adds over Temporal's own handle:
-
-- every failure is one of a few `AgentRunError`s (`RunNotFound`, `NotAnAgentRun`,
-  `RunClosed`, `Rejected`, `NoWorker`, `CannotConnect`, ...), each with a message that
-  names the run and the way out, so a script or the CLI can tell them apart;
-- decisions go through the workflow's updates, so a validator's refusal (a wrong call id, a
-  second decision) is raised here as `Rejected` instead of being logged by the worker;
-- a workflow that is not an `AgentWorkflow` is refused before anything is sent to it;
-- a query or update no worker answers within `timeout` seconds raises `NoWorker` instead
-  of hanging, and the server's "too many in-flight updates" refusal is retried.
-"""
+"""`AgentRunHandle`: one agent run, its status, result, stream and the decisions a person
+sends it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
-    Client,
-    WorkflowExecution,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -42,7 +20,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import (
@@ -52,19 +30,13 @@ from durable_agent import (
     AgentStreamRecord,
     ModelMessage,
     ModelSettings,
-    RunStatus,
 )
 
-from ..errors import InvalidInput
-from ..hitl import denial_problem
-from .encryption import EncryptionError
-from .markdown import literal
-from .plugin import DurableAgentPlugin
-from .search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
-from .signing import ApprovalKeys, sign_signal
-from .storage import STORAGE_ENV, StorageConfigError
-from .wire import (
-    AWAITING_PROMPT,
+from ...hitl import denial_problem
+from ..search_attributes import AGENT_NAME
+from ..signing import sign_signal
+from ..storage import STORAGE_ENV
+from ..wire import (
     AgentStatusView,
     AgentWorkflowInput,
     AgentWorkflowResult,
@@ -79,247 +51,44 @@ from .wire import (
     SuspendSignal,
     UpdateAccepted,
 )
-from .workflow import AgentWorkflow
+from ..workflow import AgentWorkflow
+from .errors import (
+    AgentRunError,
+    AlreadyStarted,
+    CannotConnect,
+    NotAnAgentRun,
+    NoWorker,
+    Rejected,
+    RunClosed,
+    RunFailed,
+    RunNotFound,
+)
+from .listing import WORKFLOW_TYPE, _execution_status
 
 if TYPE_CHECKING:
-    from .streams import CheckpointChain, StreamReader
-    from .wire import RunLink
+    from ..streams import CheckpointChain, StreamReader
+    from ..wire import RunLink
+    from .agent_client import AgentClient
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "WORKFLOW_TYPE",
-    "AgentClient",
-    "AgentRunError",
-    "AgentRunHandle",
-    "AlreadyStarted",
-    "CannotConnect",
-    "ListedRun",
-    "NoWorker",
-    "NotAnAgentRun",
-    "Rejected",
-    "RunClosed",
-    "RunFailed",
-    "RunNotFound",
-    "list_query",
-]
 
-WORKFLOW_TYPE = "AgentWorkflow"
-DEFAULT_TASK_QUEUE = "durable-agent"
-"""The same as `durable_agent.temporal.DEFAULT_TASK_QUEUE`, which is defined after the package
-imports this module (tests/test_client.py checks they agree)."""
-DEFAULT_TIMEOUT = 10.0
-"""Seconds to wait for the server or a worker to answer one call (not for `result()`)."""
+__all__ = ["AgentRunHandle"]
+
 BUSY_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
 """Waits before each retry of a call the server refused with RESOURCE_EXHAUSTED (e.g. more
 than ~10 updates in flight on one workflow): bounded, so a stuck workflow still ends the
 call. The SDK has already retried a few times itself before it gives us the refusal."""
 UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering message", "prompt"})
 """The actions sent as workflow updates (named so in messages)."""
-OPEN_STATUSES = frozenset({"starting", "running", "waiting", AWAITING_PROMPT})
 SESSION_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 """Waits before sending a prompt again to a session that was continuing as new."""
-SUMMARY_PROMPT_CHARS = 60
 RETRY_DROPPED_FIELDS = frozenset(
     {"agent", "prompt", "message_history", "conversation_id", "continuation", "resume_from"}
 )
 """What a retry does not take from the failed run's input: its checkpoint has all that."""
-INTERNAL_INPUT_FIELDS = frozenset({"agent", "prompt", "continuation"})
-"""`AgentWorkflowInput` fields `start()` does not take as keywords: the first two are its
-positional arguments, `continuation` is set only by the workflow itself."""
 
 T = TypeVar("T")
 Handle = WorkflowHandle[AgentWorkflow, AgentWorkflowResult]
 log = logging.getLogger("durable_agent.client")
-
-
-# -- errors ---------------------------------------------------------------------------------
-
-
-class AgentRunError(Exception):
-    """Base of every error the client raises; `str(error)` is the message for a person."""
-
-    def __init__(self, message: str, *, workflow_id: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.workflow_id = workflow_id
-
-
-class CannotConnect(AgentRunError):
-    """The Temporal server did not answer (at connect, or the connection was lost)."""
-
-
-class RunNotFound(AgentRunError):
-    """No workflow with that id in the namespace."""
-
-
-class NotAnAgentRun(AgentRunError):
-    """The workflow exists but its type is not `AgentWorkflow`; nothing was sent to it."""
-
-    def __init__(self, workflow_id: str, workflow_type: str) -> None:
-        super().__init__(
-            f"workflow {workflow_id!r} is not an agent run: its type is {workflow_type!r}, "
-            f"not {WORKFLOW_TYPE!r}",
-            workflow_id=workflow_id,
-        )
-        self.workflow_type = workflow_type
-
-
-class RunClosed(AgentRunError):
-    """The run has ended (completed, failed, terminated, ...): the server refused `action`."""
-
-    def __init__(self, workflow_id: str, execution_status: str, action: str) -> None:
-        super().__init__(
-            f"workflow {workflow_id!r} is {execution_status}; it no longer accepts {action}",
-            workflow_id=workflow_id,
-        )
-        self.execution_status = execution_status
-        self.action = action
-
-
-class Rejected(AgentRunError):
-    """The workflow's update validator refused the request; it never entered history.
-
-    `message` is the validator's own text (e.g. "no pending approval for tool call id
-    'x'; pending: ['d1']") and `type` its error type (e.g. `invalid_approval`)."""
-
-    def __init__(self, workflow_id: str, message: str, type: str | None) -> None:
-        super().__init__(message, workflow_id=workflow_id)
-        self.type = type
-
-
-class NoWorker(AgentRunError):
-    """No worker answered a query or update within the timeout. An update may still be
-    applied once a worker picks it up."""
-
-
-class RunFailed(AgentRunError):
-    """`result()` of a run that failed, was cancelled, terminated or timed out.
-
-    `failure` reads like `unknown_agent: no agent named 'x'`; the Temporal error is the
-    `__cause__`."""
-
-    def __init__(self, workflow_id: str, failure: str) -> None:
-        super().__init__(f"run {workflow_id} failed: {failure}", workflow_id=workflow_id)
-        self.failure = failure
-
-
-class AlreadyStarted(AgentRunError):
-    """`start(workflow_id=...)` with the id of a workflow that is still running."""
-
-
-# -- listing --------------------------------------------------------------------------------
-
-
-class ListedRun(BaseModel):
-    """One agent run as the visibility store sees it (what `AgentClient.list` yields)."""
-
-    workflow_id: str
-    run_id: str
-    agent: str | None
-    status: str
-    """The run's `AgentStatus` while it runs; once closed, how the execution ended."""
-    execution_status: str
-    pending_approvals: int
-    start_time: datetime
-
-
-def _quote(value: str) -> str:
-    if '"' not in value:
-        return f'"{value}"'
-    if "'" not in value:
-        return f"'{value}'"
-    raise ValueError(f"cannot search for a value with both kinds of quotes: {value!r}")
-
-
-def list_query(
-    status: RunStatus | str | None = None,
-    agent: str | None = None,
-    forked_from: str | None = None,
-) -> str:
-    """The visibility query `AgentClient.list` sends.
-
-    An open status also requires a running execution: a run that ended without its last
-    `AgentStatus` update (terminated, timed out) would otherwise be listed as waiting.
-    `forked_from` keeps the forks and retries of that workflow id."""
-    parts = [f'WorkflowType="{WORKFLOW_TYPE}"']
-    if status:
-        value = _status_value(status)
-        parts.append(f"AgentStatus={_quote(value)}")
-        if value in OPEN_STATUSES:
-            parts.append('ExecutionStatus="Running"')
-    if agent:
-        parts.append(f"AgentName={_quote(agent)}")
-    if forked_from:
-        parts.append(f"ForkedFrom={_quote(forked_from)}")
-    return " AND ".join(parts)
-
-
-def _status_value(status: RunStatus | str) -> str:
-    value = status.value if isinstance(status, RunStatus) else status
-    known = [*(s.value for s in RunStatus), AWAITING_PROMPT]
-    if value not in known:
-        raise ValueError(f"unknown run status {value!r}; expected one of {', '.join(known)}")
-    return value
-
-
-def _execution_status(status: WorkflowExecutionStatus | None) -> str:
-    return status.name.lower() if status else "unknown"
-
-
-def _listed(execution: WorkflowExecution) -> ListedRun:
-    attributes = execution.typed_search_attributes
-    running = execution.status == WorkflowExecutionStatus.RUNNING
-    agent_status = attributes.get(AGENT_STATUS)
-    return ListedRun(
-        workflow_id=execution.id,
-        run_id=execution.run_id,
-        agent=attributes.get(AGENT_NAME),
-        status=(agent_status or "starting") if running else _execution_status(execution.status),
-        execution_status=_execution_status(execution.status),
-        pending_approvals=(attributes.get(PENDING_APPROVALS) or 0) if running else 0,
-        start_time=execution.start_time,
-    )
-
-
-# -- helpers --------------------------------------------------------------------------------
-
-
-def _summary(agent: str, prompt: str, source: ResumeFrom | None = None) -> str:
-    """The Web UI's one-line summary of a run: its agent and the start of its prompt (for
-    a fork, where it came from). The UI renders it as Markdown: what users wrote is
-    escaped (`literal`), so a prompt cannot put a link or an element on the page."""
-    if source is not None:
-        return f"agent {literal(agent)}: fork of {literal(source.describe())}"
-    line = " ".join(prompt.split())
-    if not line:
-        return f"agent {literal(agent)}: session"
-    if len(line) > SUMMARY_PROMPT_CHARS:
-        line = line[: SUMMARY_PROMPT_CHARS - 1].rstrip() + "…"
-    return f"agent {literal(agent)}: {literal(line)}"
-
-
-def _failure_text(error: WorkflowFailureError) -> str:
-    cause = error.cause
-    if isinstance(cause, ApplicationError) and cause.type:
-        return f"{cause.type}: {cause.message}"
-    kind = type(cause).__name__.removesuffix("Error").lower()
-    return f"{kind}: {cause}" if str(cause) else kind
-
-
-def _input_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """Refuses a misspelt keyword: pydantic would drop it silently and the run would start
-    without, say, its `suspend_at`."""
-    allowed = sorted(set(AgentWorkflowInput.model_fields) - INTERNAL_INPUT_FIELDS)
-    unknown = sorted(set(fields) - set(allowed))
-    if unknown:
-        raise TypeError(
-            f"start() got unknown AgentWorkflowInput field(s) {', '.join(map(repr, unknown))}; "
-            f"the fields are: {', '.join(allowed)}"
-        )
-    return fields
-
-
-# -- the client -----------------------------------------------------------------------------
 
 
 _CLOSED: dict[WorkflowExecutionStatus, tuple[str, str]] = {
@@ -332,166 +101,12 @@ _CLOSED: dict[WorkflowExecutionStatus, tuple[str, str]] = {
 """How a closed execution ended, as an agent status and a reason."""
 
 
-class AgentClient:
-    """Agent runs on one Temporal namespace; `client` must use `DurableAgentPlugin`.
-
-    `task_queue` is where `start()` sends runs (the workers' queue); `timeout` bounds each
-    query, update and signal, so a run without a worker raises `NoWorker` instead of hanging.
-    `approval_keys` sign every approval and denial (see `.signing`); by default they are
-    those of the client's `DurableAgentPlugin`, if any.
-    """
-
-    def __init__(
-        self,
-        client: Client,
-        *,
-        task_queue: str = DEFAULT_TASK_QUEUE,
-        timeout: float = DEFAULT_TIMEOUT,
-        approval_keys: ApprovalKeys | None = None,
-    ) -> None:
-        self.client = client
-        self.task_queue = task_queue
-        self.timeout = timeout
-        if approval_keys is None:
-            plugins = client.config().get("plugins") or []
-            found = [p.approval_keys for p in plugins if isinstance(p, DurableAgentPlugin)]
-            approval_keys = next((keys for keys in found if keys is not None), None)
-        self.approval_keys = approval_keys
-
-    @classmethod
-    async def connect(
-        cls,
-        address: str | None = None,
-        namespace: str | None = None,
-        *,
-        task_queue: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        environ: Mapping[str, str] | None = None,
-    ) -> AgentClient:
-        """Connects with `DurableAgentPlugin.from_env()` (payload encryption when
-        DURABLE_AGENT_ENCRYPTION_KEYS is set, external payloads where DURABLE_AGENT_STORAGE
-        says); unset arguments come from TEMPORAL_ADDRESS
-        (localhost:7233), TEMPORAL_NAMESPACE (default) and TEMPORAL_TASK_QUEUE. `environ`
-        replaces `os.environ` for all of these."""
-        env = os.environ if environ is None else environ
-        address = address or env.get("TEMPORAL_ADDRESS", "localhost:7233")
-        namespace = namespace or env.get("TEMPORAL_NAMESPACE", "default")
-        task_queue = task_queue or env.get("TEMPORAL_TASK_QUEUE", DEFAULT_TASK_QUEUE)
-        try:
-            plugin = DurableAgentPlugin.from_env(environ=env)
-        except (EncryptionError, StorageConfigError) as error:
-            raise AgentRunError(str(error)) from None
-        try:
-            client = await asyncio.wait_for(
-                Client.connect(address, namespace=namespace, plugins=[plugin]), timeout
-            )
-        except (RuntimeError, ValueError, TimeoutError, RPCError) as error:
-            detail = f": {error}" if str(error) else f" (no answer within {timeout:g}s)"
-            raise CannotConnect(
-                f"cannot connect to the Temporal server at {address}{detail}\n"
-                "Is it running? Start a local one with a worker: `python worker.py --dev` "
-                "(or `durable-agent worker --dev`), or point TEMPORAL_ADDRESS (--address) at "
-                "your server."
-            ) from None
-        return cls(client, task_queue=task_queue, timeout=timeout)
-
-    @property
-    def namespace(self) -> str:
-        return self.client.namespace
-
-    async def start(
-        self,
-        agent: str,
-        prompt: str,
-        *,
-        workflow_id: str | None = None,
-        task_queue: str | None = None,
-        **input_fields: Any,
-    ) -> AgentRunHandle:
-        """Starts an `AgentWorkflow` run of `agent` (a name registered on the workers).
-
-        `input_fields` are the other fields of `AgentWorkflowInput` (`suspend_at`,
-        `approval_timeout_seconds`, `conversation_id`, `message_history`, `metadata`, ...);
-        an unknown one raises TypeError, one out of range `InvalidInput` (before anything is
-        started). The workflow id defaults to `agent-NAME-XXXXXXXX`.
-        """
-        workflow_input = AgentWorkflowInput(
-            agent=agent, prompt=prompt, **_input_fields(input_fields)
-        )
-        if problem := workflow_input.problem():
-            raise InvalidInput(problem)
-        workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
-        try:
-            handle = await asyncio.wait_for(
-                self.client.start_workflow(
-                    AgentWorkflow.run,
-                    workflow_input,
-                    id=workflow_id,
-                    task_queue=task_queue or self.task_queue,
-                    static_summary=_summary(agent, prompt, workflow_input.resume_from),
-                ),
-                self.timeout,
-            )
-        except WorkflowAlreadyStartedError:
-            raise AlreadyStarted(
-                f"a workflow with id {workflow_id!r} is already running", workflow_id=workflow_id
-            ) from None
-        except TimeoutError:
-            raise CannotConnect(
-                f"the Temporal server did not accept the start of {workflow_id!r} within "
-                f"{self.timeout:g}s"
-            ) from None
-        except RPCError as error:
-            if error.status == RPCStatusCode.UNAVAILABLE:
-                raise CannotConnect(
-                    f"lost the connection to the Temporal server: {error}"
-                ) from None
-            raise AgentRunError(
-                f"cannot start the run: {error.message}", workflow_id=workflow_id
-            ) from None
-        return AgentRunHandle(self, handle, task_queue=task_queue or self.task_queue)
-
-    def get(self, workflow_id: str, run_id: str | None = None) -> AgentRunHandle:
-        """A handle on an existing run; nothing is sent until its first call, which checks
-        that the workflow exists and is an agent run. Without `run_id` it follows the
-        workflow id's latest run (across continue-as-new)."""
-        handle = self.client.get_workflow_handle_for(AgentWorkflow.run, workflow_id, run_id=run_id)
-        return AgentRunHandle(self, handle)
-
-    async def list(
-        self,
-        status: RunStatus | str | None = None,
-        agent: str | None = None,
-        limit: int | None = None,
-        *,
-        forked_from: str | None = None,
-    ) -> AsyncIterator[ListedRun]:
-        """Agent runs, newest first, from the `AgentStatus`/`AgentName` search attributes.
-
-        `status="waiting"` lists the runs waiting for a human (approval, deferred result or
-        resume); `forked_from="w1"` the forks and retries of w1 (`ForkedFrom`). Visibility
-        lags the runs by up to a second or so."""
-        query = list_query(status, agent, forked_from)
-        try:
-            async for execution in self.client.list_workflows(query, limit=limit):
-                yield _listed(execution)
-        except RPCError as error:
-            raise self._list_error(error) from None
-
-    def _list_error(self, error: RPCError) -> AgentRunError:
-        if error.status == RPCStatusCode.UNAVAILABLE:
-            return CannotConnect(f"lost the connection to the Temporal server: {error.message}")
-        hint = ""
-        if "AgentStatus" in error.message or "AgentName" in error.message:
-            hint = (
-                "; register the search attributes AgentName, AgentStatus (Keyword) and "
-                "PendingApprovals (Int) on the server (`python worker.py --dev` and "
-                "`durable-agent worker` do)"
-            )
-        return AgentRunError(f"listing failed: {error.message}{hint}")
-
-
-# -- one run --------------------------------------------------------------------------------
+def _failure_text(error: WorkflowFailureError) -> str:
+    cause = error.cause
+    if isinstance(cause, ApplicationError) and cause.type:
+        return f"{cause.type}: {cause.message}"
+    kind = type(cause).__name__.removesuffix("Error").lower()
+    return f"{kind}: {cause}" if str(cause) else kind
 
 
 class AgentRunHandle:
@@ -600,7 +215,7 @@ class AgentRunHandle:
         add nothing to history, however many readers there are."""
         if after is not None and after < 0:
             raise ValueError(f"after must be a seq (0 or more) or None, got {after}")
-        from .streams import DEFAULT_POLL_INTERVAL
+        from ..streams import DEFAULT_POLL_INTERVAL
 
         await self._ensure_agent()
         interval = DEFAULT_POLL_INTERVAL if poll_interval is None else poll_interval
@@ -613,7 +228,7 @@ class AgentRunHandle:
         return await self._reader().position()
 
     def _reader(self) -> StreamReader:
-        from .streams import StreamReader
+        from ..streams import StreamReader
 
         return StreamReader(self.agents.client, self.id, self.agents.timeout)
 

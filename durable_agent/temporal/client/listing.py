@@ -1,0 +1,104 @@
+"""Listing agent runs from the visibility store (`AgentClient.list`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+from temporalio.client import (
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+)
+
+from durable_agent import (
+    RunStatus,
+)
+
+from ..search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
+from ..wire import (
+    AWAITING_PROMPT,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+__all__ = ["OPEN_STATUSES", "WORKFLOW_TYPE", "ListedRun", "list_query"]
+
+WORKFLOW_TYPE = "AgentWorkflow"
+OPEN_STATUSES = frozenset({"starting", "running", "waiting", AWAITING_PROMPT})
+
+
+class ListedRun(BaseModel):
+    """One agent run as the visibility store sees it (what `AgentClient.list` yields)."""
+
+    workflow_id: str
+    run_id: str
+    agent: str | None
+    status: str
+    """The run's `AgentStatus` while it runs; once closed, how the execution ended."""
+    execution_status: str
+    pending_approvals: int
+    start_time: datetime
+
+
+def _quote(value: str) -> str:
+    if '"' not in value:
+        return f'"{value}"'
+    if "'" not in value:
+        return f"'{value}'"
+    raise ValueError(f"cannot search for a value with both kinds of quotes: {value!r}")
+
+
+def list_query(
+    status: RunStatus | str | None = None,
+    agent: str | None = None,
+    forked_from: str | None = None,
+) -> str:
+    """The visibility query `AgentClient.list` sends.
+
+    An open status also requires a running execution: a run that ended without its last
+    `AgentStatus` update (terminated, timed out) would otherwise be listed as waiting.
+    `forked_from` keeps the forks and retries of that workflow id."""
+    parts = [f'WorkflowType="{WORKFLOW_TYPE}"']
+    if status:
+        value = _status_value(status)
+        parts.append(f"AgentStatus={_quote(value)}")
+        if value in OPEN_STATUSES:
+            parts.append('ExecutionStatus="Running"')
+    if agent:
+        parts.append(f"AgentName={_quote(agent)}")
+    if forked_from:
+        parts.append(f"ForkedFrom={_quote(forked_from)}")
+    return " AND ".join(parts)
+
+
+def _status_value(status: RunStatus | str) -> str:
+    value = status.value if isinstance(status, RunStatus) else status
+    known = [*(s.value for s in RunStatus), AWAITING_PROMPT]
+    if value not in known:
+        raise ValueError(f"unknown run status {value!r}; expected one of {', '.join(known)}")
+    return value
+
+
+def _execution_status(status: WorkflowExecutionStatus | None) -> str:
+    return status.name.lower() if status else "unknown"
+
+
+def _listed(execution: WorkflowExecution) -> ListedRun:
+    attributes = execution.typed_search_attributes
+    running = execution.status == WorkflowExecutionStatus.RUNNING
+    agent_status = attributes.get(AGENT_STATUS)
+    return ListedRun(
+        workflow_id=execution.id,
+        run_id=execution.run_id,
+        agent=attributes.get(AGENT_NAME),
+        status=(agent_status or "starting") if running else _execution_status(execution.status),
+        execution_status=_execution_status(execution.status),
+        pending_approvals=(attributes.get(PENDING_APPROVALS) or 0) if running else 0,
+        start_time=execution.start_time,
+    )
+
+
+# -- helpers --------------------------------------------------------------------------------

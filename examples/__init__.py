@@ -1,1 +1,0 @@
-"""Example agents the worker registers by default."""
