@@ -434,7 +434,7 @@ def test_building_the_package_prints_no_license_deprecation(tmp_path: Path) -> N
     assert "License classifiers are deprecated" not in out.stdout + out.stderr
 
 
-def test_the_readme_names_the_default_request_limit() -> None:
+def test_the_docs_name_the_default_request_limit() -> None:
     limit = UsageLimits().request_limit
     assert limit == 50
-    assert f"UsageLimits(request_limit={limit})" in (ROOT / "README.md").read_text()
+    assert f"UsageLimits(request_limit={limit})" in (ROOT / "docs" / "runtime.md").read_text()
