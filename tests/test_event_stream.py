@@ -7,6 +7,7 @@ says to bad input; and a retried streamed request leaving no garbled text."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -219,8 +220,11 @@ async def test_seq_is_contiguous_across_continue_as_new_and_checkpoints_span_the
     assert flat == chain.checkpoints
 
 
-async def _plain_subscriber(client: Client, workflow_id: str) -> list[AgentStreamRecord]:
-    """Workflow Streams' own client: no durable-agent code but the record's type."""
+async def _plain_subscriber(
+    client: Client, workflow_id: str, per_record: float = 0.0
+) -> list[AgentStreamRecord]:
+    """Workflow Streams' own client: no durable-agent code but the record's type; with
+    `per_record`, it does that many seconds of work on each record (and falls behind)."""
     stream = WorkflowStreamClient.create(client, workflow_id)
     out: list[AgentStreamRecord] = []
     async for item in stream.subscribe(
@@ -228,6 +232,8 @@ async def _plain_subscriber(client: Client, workflow_id: str) -> list[AgentStrea
     ):
         assert item.offset == item.data.seq
         out.append(item.data)
+        if per_record:
+            await asyncio.sleep(per_record)
     return out
 
 
@@ -434,3 +440,27 @@ async def test_streaming_with_a_subscriber_keeps_history_within_1_5x_of_streamin
     ratio = bytes_on / bytes_off
     print(f"\nhistory bytes, streaming on with a subscriber / off: {ratio:.2f}")
     assert ratio <= 1.5
+
+
+async def test_a_plain_subscriber_far_behind_crosses_continue_as_new_without_a_gap(
+    client: Client,
+) -> None:
+    """Issue 26, item 5: a Workflow Streams client more than 64 records behind when the run
+    continued as new used to skip to the successor's first record; the handoff now keeps
+    what the slowest subscriber that polled lately has not read (up to 256 KiB)."""
+    name = unique("stream-lag")
+    agent = streaming_agent(name, steps=10, delay=0.0)
+    register(agent, continue_as_new_after_steps=3)
+    agents = AgentClient(client)
+    async with new_worker(client) as worker:
+        handle = await agents.start(name, "weather?", task_queue=worker.task_queue)
+        slow = asyncio.create_task(_plain_subscriber(client, handle.id, per_record=0.05))
+        await handle.result()
+        replayed = await collect(agents, handle.id)
+        slow_records = await asyncio.wait_for(slow, 120)
+        runs = await handle.runs()
+    assert len(runs) >= 3, runs
+    per_run = [b.first_seq - a.first_seq for a, b in itertools.pairwise(runs)]
+    assert max(per_run) > 64, f"a run should publish more than the baseline: {per_run}"
+    assert seqs(slow_records) == seqs(replayed), "no gap, no repeat"
+    assert slow_records == replayed

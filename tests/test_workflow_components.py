@@ -34,6 +34,7 @@ from durable_agent.temporal.workflow.inputs import read_input
 from durable_agent.temporal.workflow.live import LiveRun
 from durable_agent.temporal.workflow.port import RunIdentity
 from durable_agent.temporal.workflow.sessions import Session
+from durable_agent.temporal.workflow.subscribers import Subscribers
 from durable_agent.temporal.workflow.visibility import Visibility
 
 from .helpers import call, text_response, tool_response
@@ -311,3 +312,24 @@ def test_read_input_names_what_is_wrong(raw: Any, problem: str | None) -> None:
     else:
         assert found is not None
         assert found.startswith(problem), found
+
+
+# -- plain stream subscribers ------------------------------------------------------------------
+
+
+def test_subscribers_are_followed_while_they_poll_and_forgotten_after_five_minutes() -> None:
+    port = FakePort()
+    subscribers = Subscribers(port)
+    assert subscribers.slowest() is None
+    subscribers.polled(40)
+    subscribers.polled(7)
+    port.clock += timedelta(minutes=4)
+    subscribers.polled(90)
+    assert subscribers.slowest() == 7
+    carried = Subscribers(port, subscribers.carry())
+    assert carried.slowest() == 7, "a successor run keeps following them"
+    port.clock += timedelta(minutes=2)
+    assert subscribers.slowest() == 90, "the first two polled more than five minutes ago"
+    port.clock += timedelta(minutes=5)
+    assert subscribers.slowest() is None
+    assert subscribers.carry() == []

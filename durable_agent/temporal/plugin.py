@@ -21,7 +21,8 @@ hosts agents is usually a worker that existed before the agents did:
   `ContextCachingSandboxedWorkflowRunner` (`.sandbox`), the same sandbox asked less often,
   and not at all for serialization contexts when the worker's converter ignores them.
   Any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
-- interceptors: untouched.
+- interceptors: the user's stay; one is added (`StreamPollInterceptor`) that shows each run
+  the offsets plain Workflow Streams subscribers poll, so continue-as-new leaves none behind.
 - workflows and activities: `AgentWorkflow` and the node activities are appended unless
   already there, so the plugin may sit on both the client and the worker.
 - agents: registered in the process-wide `registry` when the plugin configures a worker or
@@ -68,6 +69,7 @@ from .signing import ApprovalKeys, worker_keys
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
 from .toolsets import toolset_pool
 from .workflow import AgentWorkflow
+from .workflow.stream_polls import StreamPollInterceptor
 
 __all__ = [
     "PASSTHROUGH_MODULES",
@@ -160,6 +162,7 @@ class DurableAgentPlugin(SimplePlugin):
             workflows=self._workflows,
             activities=self._activities,
             workflow_runner=self._workflow_runner,
+            interceptors=[StreamPollInterceptor()],
         )
 
     @property

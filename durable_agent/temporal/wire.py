@@ -145,6 +145,13 @@ class SessionCarry(BaseModel):
     driving the checkpoint (the last turn's `run_complete`) again."""
 
 
+class StreamPoll(BaseModel):
+    """A plain Workflow Streams subscriber's poll: when, and the offset it asked for."""
+
+    at: datetime
+    offset: int
+
+
 class Continuation(BaseModel):
     """What a run carries into its continue-as-new successor.
 
@@ -177,6 +184,10 @@ class Continuation(BaseModel):
     transcript's records along. Absent in continuations of runs before the event stream."""
     runs: list[RunLink] = Field(default_factory=list)
     """Every earlier run of the chain, oldest first (a few ids, not their checkpoints)."""
+    stream_polls: list[StreamPoll] = omit_empty(factory=list)
+    """Where plain Workflow Streams subscribers polled lately: the successor keeps their
+    records at its own continue-as-new too (a subscriber busy with a batch may not poll a
+    run at all before it continues)."""
 
 
 EVENTS_TOPIC = "events"

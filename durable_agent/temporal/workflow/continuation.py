@@ -193,7 +193,8 @@ class Chain:
             "checkpoint_count": self._executor.checkpoint_count,
             "pause_reason": self._executor.pause_reason,
             "forked_from": self.forked_from,
-            "stream": self._events.handoff(),
+            "stream": self._events.handoff(),  # decides `carried_polls`: keep this order
+            "stream_polls": self._events.carried_polls,
             "runs": self.links(),
         }
 

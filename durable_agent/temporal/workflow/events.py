@@ -22,9 +22,10 @@ with workflow.unsafe.imports_passed_through():
     from ...models.base import ModelDelta
     from ...stream import AgentStreamRecord
     from ..executor import TemporalExecutor
-    from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch
+    from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch, StreamPoll
     from .live import LiveRun
     from .port import WorkflowPort
+    from .subscribers import SUBSCRIBER_HANDOFF_BYTES, Subscribers
 
 __all__ = [
     "EVENTS_TOPIC",
@@ -40,6 +41,8 @@ HANDOFF_BYTES = 16_384
 """The most records (and bytes of them) a run hands to its continue-as-new successor's
 stream: enough for a plain Workflow Streams subscriber that lags a little to cross the
 boundary without a gap, bounded so history does not carry the transcript."""
+SUBSCRIBER_HANDOFF_PATCH = "durable-agent.subscriber-handoff"
+"""Patch marker of a continuation that kept more records for a lagging subscriber."""
 STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 """The Workflow Streams signal through which outside clients publish: refused here, so the
 run's own records are all its stream holds and offsets stay equal to seqs."""
@@ -63,16 +66,33 @@ class EventStream:
         self._live = live
         self._executor = executor
         self._port = port
-        self._recent: deque[int] = deque(maxlen=HANDOFF_RECORDS)
-        """Payload sizes of the latest records, for the continue-as-new handoff."""
+        self._recent: deque[int] = deque()
+        """Payload sizes of the latest records (at most `SUBSCRIBER_HANDOFF_BYTES` of them),
+        for the continue-as-new handoff: the records handed over by the run before, then
+        this run's."""
+        self._recent_bytes = 0
+        carried = continuation.stream if continuation is not None else None
+        for item in carried.log if carried is not None else []:
+            self._keep_size(len(item.data))
+        polls = continuation.stream_polls if continuation is not None else []
+        self.subscribers = Subscribers(port, polls)
+        self.carried_polls: list[StreamPoll] = []
+        """What `handoff` decided the successor carries of `subscribers`."""
         self._plain_records: bool | None = None
         self._deltas: tuple[int, int, int] | None = None
         """(step, attempt, next batch) of the model deltas published last."""
 
     def publish(self, record: AgentStreamRecord) -> None:
         payload = self.payload(record)
-        self._recent.append(payload.ByteSize())
+        self._keep_size(payload.ByteSize())
         self.events.publish(payload)
+
+    def _keep_size(self, size: int) -> None:
+        recent = self._recent
+        recent.append(size)
+        self._recent_bytes += size
+        while self._recent_bytes > SUBSCRIBER_HANDOFF_BYTES and len(recent) > 1:
+            self._recent_bytes -= recent.popleft()
 
     def payload(self, record: AgentStreamRecord) -> Payload:
         """The record as the worker's payload converter writes it. A step publishes some
@@ -96,17 +116,30 @@ class EventStream:
         self.stream.detach_pollers()
 
     def handoff(self) -> WorkflowStreamState:
-        """The stream's state for the successor, with only its latest records (at most
-        `HANDOFF_RECORDS`, `HANDOFF_BYTES`): the rest stay readable in this run (the
-        `__temporal_workflow_stream_poll` query) while it is retained."""
+        """The stream's state for the successor: the latest records (at most
+        `HANDOFF_RECORDS`, `HANDOFF_BYTES`), or, when a plain subscriber that polled lately
+        is further behind, every record from where it is (at most
+        `SUBSCRIBER_HANDOFF_BYTES`), so it goes on without a gap. The rest stay readable in
+        this run (the `__temporal_workflow_stream_poll` query) while it is retained."""
+        seq = self._live.seq
+        start = seq - self._fitting(HANDOFF_BYTES, HANDOFF_RECORDS)
+        slowest = self.subscribers.slowest()
+        # Runs recorded before subscribers were followed continue as they did.
+        if slowest is not None and self._port.patched(SUBSCRIBER_HANDOFF_PATCH):
+            start = min(start, max(slowest, seq - self._fitting(SUBSCRIBER_HANDOFF_BYTES, None)))
+            self.carried_polls = self.subscribers.carry()
+        self.stream.truncate(start)
+        return self.stream.get_state()
+
+    def _fitting(self, limit: int, records: int | None) -> int:
+        """How many of the latest records fit in `limit` bytes (and `records`, if given)."""
         kept = total = 0
         for size in reversed(self._recent):
-            if total + size > HANDOFF_BYTES:
+            if total + size > limit or (records is not None and kept >= records):
                 break
             total += size
             kept += 1
-        self.stream.truncate(self._live.seq - kept)
-        return self.stream.get_state()
+        return kept
 
     def refuse_publish(self, *inputs: Any) -> None:
         self._port.logger.warning(
