@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["deploy", "get_weather", "service_status"]
+from durable_agent import CallDeferred
+
+__all__ = ["deploy", "get_weather", "run_report", "service_status"]
 
 
 async def get_weather(city: str) -> str:
@@ -31,3 +33,12 @@ async def deploy(env: str, version: str) -> str:
         version: the version tag to deploy
     """
     return f"deployed {version} to {env}"
+
+
+async def run_report(query: str) -> str:
+    """Run a report in the warehouse. It takes hours: the result is delivered later.
+
+    Args:
+        query: what the report should answer
+    """
+    raise CallDeferred(f"the warehouse runs {query!r}; deliver its rows when it is done")

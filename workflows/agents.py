@@ -1,8 +1,11 @@
-"""Example agents: `weather` (one tool) and `deployer` (a tool that needs approval).
+"""Example agents: `weather` (one tool, and a `strong` model to fork onto), `deployer` (a
+tool that needs approval), `reporter` (a tool whose result arrives later, deferred) and
+`assistant` (for chat sessions).
 
-Both use `OpenAIChatModel` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model from
+They use `OpenAIChatModel` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model from
 `OPENAI_MODEL`, default `gpt-4o-mini`), and otherwise a small scripted model that reacts to
-the prompt, so the examples run with no network and no key.
+the latest prompt, so the examples, and every command the docs show, run with no network
+and no key.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from activities.tools import deploy, get_weather, service_status
+from activities.tools import deploy, get_weather, run_report, service_status
 from durable_agent import (
     Agent,
     AgentBuilder,
@@ -26,7 +29,7 @@ from durable_agent import (
 )
 from durable_agent.models import AgentInfo
 
-__all__ = ["AGENTS", "deployer", "weather"]
+__all__ = ["AGENTS", "assistant", "deployer", "reporter", "weather"]
 
 
 def _real_model() -> Model | None:
@@ -92,12 +95,62 @@ def _deployer_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResp
     )
 
 
+def _strong_weather_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    answer = _weather_script(messages, info)
+    if answer.parts and isinstance(answer.parts[0], TextPart):
+        return ModelResponse(parts=[TextPart(text=f"(strong) {answer.parts[0].text}")])
+    return answer
+
+
+def _reporter_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    returns = _returns(messages)
+    if returns:
+        return ModelResponse(parts=[TextPart(text=f"The report says: {returns[0].content}")])
+    step = sum(1 for m in messages if isinstance(m, ModelResponse))
+    query = _prompt(messages)
+    return ModelResponse(
+        parts=[ToolCallPart(id=f"call_job_{step}", name="run_report", arguments={"query": query})]
+    )
+
+
+def _assistant_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Weather questions go to the weather tool; anything else is answered in one line."""
+    prompt = _prompt(messages)
+    if _returns(messages) or re.search(r"\bin [A-Z]", prompt):
+        return _weather_script(messages, info)
+    return ModelResponse(parts=[TextPart(text=f"You said: {prompt}. Ask me about the weather.")])
+
+
 def build_weather() -> Agent:
     model = _real_model() or FunctionModel(_weather_script, name="scripted-weather")
+    strong = _real_model() or FunctionModel(_strong_weather_script, name="scripted-strong")
     return (
         AgentBuilder(model)
         .name("weather")
         .instructions("You answer weather questions. Use get_weather; be brief.")
+        .tool(get_weather)
+        .allowed_models({"strong": strong})
+        .build()
+    )
+
+
+def build_reporter() -> Agent:
+    model = _real_model() or FunctionModel(_reporter_script, name="scripted-reporter")
+    return (
+        AgentBuilder(model)
+        .name("reporter")
+        .instructions("You answer with reports from the warehouse. Use run_report.")
+        .tool(run_report)
+        .build()
+    )
+
+
+def build_assistant() -> Agent:
+    model = _real_model() or FunctionModel(_assistant_script, name="scripted-assistant")
+    return (
+        AgentBuilder(model)
+        .name("assistant")
+        .instructions("You are a helpful assistant. Use get_weather for weather questions.")
         .tool(get_weather)
         .build()
     )
@@ -117,5 +170,7 @@ def build_deployer() -> Agent:
 
 weather = build_weather()
 deployer = build_deployer()
-AGENTS = [weather, deployer]
+reporter = build_reporter()
+assistant = build_assistant()
+AGENTS = [weather, deployer, reporter, assistant]
 """The worker registers every `Agent` in a module's `AGENTS` list (or any module-level Agent)."""

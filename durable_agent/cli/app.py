@@ -4,9 +4,9 @@
     durable-agent status agent-deployer-1a2b3c4d
     durable-agent approve agent-deployer-1a2b3c4d call_deploy_0 --by alice
     durable-agent deny agent-deployer-1a2b3c4d call_deploy_0 --reason "change freeze"
-    durable-agent steer agent-researcher-5e6f7a8b "also check Rome"
-    durable-agent fork agent-researcher-5e6f7a8b --at 12 --model strong
-    durable-agent retry agent-researcher-5e6f7a8b
+    durable-agent steer agent-weather-5e6f7a8b "also check Rome"
+    durable-agent fork agent-weather-5e6f7a8b --at 4 --model strong
+    durable-agent retry agent-weather-5e6f7a8b
     durable-agent chat assistant
     durable-agent list --status waiting
     durable-agent watch agent-deployer-1a2b3c4d
