@@ -11,14 +11,11 @@ needs (the page says which); the command must then succeed.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +27,8 @@ from durable_agent import AgentExecutionNode
 from durable_agent.temporal import AgentClient
 from durable_agent.temporal.devserver import DevServer
 
-ROOT = Path(__file__).resolve().parents[1]
+from .sample_support import ROOT, sample_worker
+
 CONSOLE_SCRIPT = Path(sys.executable).parent / "durable-agent"
 PAGE = ROOT / "docs" / "temporal.md"
 
@@ -62,29 +60,9 @@ def cli_column() -> dict[str, str]:
 
 
 @pytest.fixture
-async def sample_app(
-    client: Client, dev_server: DevServer, tmp_path: Path
-) -> AsyncIterator[dict[str, str]]:
-    queue = f"docs-{uuid.uuid4().hex[:8]}"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DURABLE_AGENT_"))},
-        "TEMPORAL_ADDRESS": dev_server.address,
-        "TEMPORAL_TASK_QUEUE": queue,
-    }
-    log = tmp_path / "worker.log"
-    with open(log, "ab") as output:
-        worker = subprocess.Popen(
-            [sys.executable, "worker.py", "--log-format", "json"],
-            cwd=ROOT,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+def sample_app(dev_server: DevServer, tmp_path: Path) -> Iterator[dict[str, str]]:
+    with sample_worker(dev_server, tmp_path / "worker.log") as env:
         yield env
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(60)
 
 
 async def clear(client: Client, *ids: str) -> None:
