@@ -76,8 +76,8 @@ with workflow.unsafe.imports_passed_through():
         DurableAgentPlugin,
         ResumeSignal,
     )
+    from durable_agent.temporal.compaction.caches import history_cache
     from durable_agent.temporal.devserver import DevServer
-    from durable_agent.temporal.history_cache import history_cache
     from durable_agent.temporal.registry import registry
 
 TOOL_RESULT = "x" * 250

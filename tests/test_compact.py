@@ -1,6 +1,6 @@
 """Packed activity payloads: what is left out comes back exactly, or is read back.
 
-Unit tests of `durable_agent.temporal.compact`, then runs on a real dev server: the tool
+Unit tests of `durable_agent.temporal.compaction`, then runs on a real dev server: the tool
 result travels once (to the workflow, not again to the model), a worker that did not see
 the tool result reads the request's messages back by query, and a model request scheduled
 whole (by release v0.2.0) is still served.
@@ -30,7 +30,9 @@ from durable_agent import (
 from durable_agent.nodes import ToolApprovalNeeded, ToolRetry, ToolReturned
 from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.activities import model_request
-from durable_agent.temporal.compact import (
+from durable_agent.temporal.compaction.caches import history_cache, tool_returns
+from durable_agent.temporal.compaction.digest import EMPTY_DIGEST, HistoryDigest, extend_digest
+from durable_agent.temporal.compaction.format import (
     pack_messages,
     pack_response,
     pack_tool_outcome,
@@ -38,8 +40,6 @@ from durable_agent.temporal.compact import (
     unpack_response,
     unpack_tool_outcome,
 )
-from durable_agent.temporal.history import EMPTY_DIGEST, HistoryDigest, extend_digest
-from durable_agent.temporal.history_cache import history_cache, tool_returns
 from durable_agent.temporal.registry import registry
 from durable_agent.temporal.wire import HistoryRef, ModelRequestActivityInput
 
@@ -291,3 +291,33 @@ async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> Non
     assert history_cache.lookup(
         "test", HistoryRef(length=2, digest=extend_digest(EMPTY_DIGEST, [first, response]))
     ) == [first, response]
+
+
+def test_a_tool_calls_idempotency_key_is_left_out_and_derived_again_by_one_rule() -> None:
+    """The workflow leaves the default key out of the activity input; the activity derives
+    it again; a key the run chose travels as it is."""
+    from durable_agent.messages import ToolCall
+    from durable_agent.nodes import ToolCallInput
+    from durable_agent.temporal.compaction import default_idempotency_key
+    from durable_agent.temporal.compaction.packer import RequestPacker
+    from durable_agent.temporal.compaction.resolver import resolve_tool_call
+
+    call = ToolCall(id="c1", name="deploy", arguments={"env": "prod"})
+    for key, sent in (
+        (default_idempotency_key("wf-1", "c1"), None),
+        ("my-own-key", "my-own-key"),
+    ):
+        input = ToolCallInput.model_validate(
+            {
+                "run_id": "r",
+                "conversation_id": "c",
+                "run_step": 1,
+                "timestamp": "2026-12-03T00:00:00Z",
+                "call": call.model_dump(),
+                "idempotency_key": key,
+            }
+        )
+        packed = RequestPacker.tool_call("deployer", input, "wf-1")
+        assert packed.input.idempotency_key == sent
+        assert packed.input.timestamp is None, "a tool is not told the time"
+        assert resolve_tool_call(packed, "wf-1").idempotency_key == key

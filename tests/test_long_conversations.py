@@ -44,8 +44,8 @@ from durable_agent.temporal import (
     DurableAgentPlugin,
     registry,
 )
+from durable_agent.temporal.compaction.caches import history_cache
 from durable_agent.temporal.devserver import DevServer, temporal_cli
-from durable_agent.temporal.history_cache import history_cache
 from durable_agent.temporal.storage import external_storage_from_env
 
 from .temporal_support import fast_activity, free_port, new_worker, start_agent, unique

@@ -26,8 +26,8 @@ from durable_agent import (
 )
 from durable_agent.models import AgentInfo
 from durable_agent.temporal import AgentWorkflow, ApprovalSignal, DurableAgentPlugin
+from durable_agent.temporal.compaction.caches import history_cache
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.history_cache import history_cache
 from durable_agent.temporal.registry import AgentActivityConfig, registry
 from durable_agent.temporal.storage import external_storage_from_env
 

@@ -27,7 +27,8 @@ from durable_agent.temporal import (
     DurableAgentPlugin,
     registry,
 )
-from durable_agent.temporal.toolsets import ToolsetStartupError, tool_definitions
+from durable_agent.temporal.compaction.caches import tool_definitions
+from durable_agent.temporal.toolsets import ToolsetStartupError
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import ROOT, DemoServer, http, http_server, wait_until_gone

@@ -19,7 +19,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import Agent, AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
-from durable_agent.temporal.history import extend_digest
 from durable_agent.temporal.wire import (
     ListToolsActivityInput,
     ModelRequestActivityInput,
@@ -29,13 +28,14 @@ from durable_agent.temporal.wire import (
 )
 from durable_agent.toolsets import ToolsetListing
 
-from .compact import pack_response, pack_tool_outcome, unpack_messages
+from .compaction.caches import history_cache, tool_returns
+from .compaction.format import pack_response, pack_tool_outcome
+from .compaction.resolver import remember_answer, resolve_request, resolve_tool_call
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
-from .history_cache import history_cache, tool_returns
 from .registry import registry
 from .tool_threads import tool_threads
-from .toolsets import tool_definitions, toolset_pool
+from .toolsets import toolset_pool
 
 __all__ = [
     "ALL_ACTIVITIES",
@@ -143,64 +143,14 @@ async def model_request(input: ModelRequestActivityInput) -> dict[str, Any]:
                 type="not_in_workflow",
                 non_retryable=True,
             )
-        request, digest = await _request(input, workflow_id, run_id)
+        request, digest = await resolve_request(input, workflow_id, run_id)
         if input.stream_deltas and agent.model.streams:
             response = await _streamed(input.agent, agent, request, workflow_id, run_id)
         else:
             response = await nodes.model_request(agent, request)
-        messages = request.messages
-        history_cache.store(workflow_id, [*messages, response], extend_digest(digest, [response]))
-        logger.debug("model responded", parts=len(response.parts), history=len(messages))
+        remember_answer(workflow_id, request, response, digest)
+        logger.debug("model responded", parts=len(response.parts), history=len(request.messages))
         return _checked(pack_response(response), "model_request")
-
-
-async def _request(
-    input: ModelRequestActivityInput, workflow_id: str, run_id: str
-) -> tuple[nodes.ModelRequestInput, str]:
-    """The whole request the workflow means, and the digest of its messages (each message
-    hashed once: the check of the rebuilt ones gives it)."""
-    prefix, digest = await history_cache.resolve_with_digest(workflow_id, run_id, input.history)
-    if input.input is not None:
-        new = input.input.messages
-        request = input.input
-        digest = extend_digest(digest, new)
-    else:
-        rebuilt = unpack_messages(
-            input.messages,
-            previous=prefix[-1] if prefix else None,
-            timestamp=input.timestamp,
-            tool_return=lambda call_id: tool_returns.take(workflow_id, call_id),
-        )
-        through = input.through or ""
-        if rebuilt is not None and (whole := extend_digest(digest, rebuilt)).startswith(through):
-            new, digest = rebuilt, whole
-        else:
-            start = len(prefix)
-            new, digest = await history_cache.read_tail(
-                workflow_id,
-                run_id,
-                start,
-                start + len(input.messages),
-                after=digest,
-                through=through,
-            )
-        last = new[-1] if new else (prefix[-1] if prefix else None)
-        request = nodes.ModelRequestInput.model_construct(
-            run_id=(last.run_id if last else None) or "",
-            conversation_id=(last.conversation_id if last else None) or "",
-            run_step=input.run_step,
-            timestamp=input.timestamp,
-            metadata={},
-            messages=[],
-            toolset_tools=[],
-        )
-    messages = [*prefix, *new]
-    update: dict[str, object] = {"messages": messages}
-    if input.toolset_digest is not None:
-        update["toolset_tools"] = await tool_definitions.resolve(
-            workflow_id, run_id, input.toolset_digest
-        )
-    return request.model_copy(update=update), digest
 
 
 async def _streamed(
@@ -236,11 +186,7 @@ async def tool_call(input: ToolCallActivityInput) -> dict[str, Any]:
     async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
         agent = registry.get(input.agent).agent
         info = activity.info()
-        request = input.input
-        if not request.idempotency_key:
-            request = request.model_copy(
-                update={"idempotency_key": f"{info.workflow_id}:{call.id}"}
-            )
+        request = resolve_tool_call(input, info.workflow_id or "")
         if request.toolset_tool is not None:
             await toolset_pool.acquire(agent.toolset(request.toolset_tool.toolset))
         outcome = await nodes.tool_call(agent, request, executor=tool_threads.executor())

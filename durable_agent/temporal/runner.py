@@ -1,7 +1,8 @@
 """The workflow-side node runner: each working node becomes an activity.
 
-Model requests send only the messages added since the previous request, plus a digest of
-the prefix the activity should already hold; that keeps each step's history cost constant
+What each activity input leaves out (model requests send only the messages added since the
+previous request, plus a digest of the prefix the activity should already hold) is the
+packer's business (`compaction.packer`): that keeps each step's history cost constant
 instead of growing with the conversation.
 """
 
@@ -21,7 +22,6 @@ from durable_agent import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    ToolDefinition,
 )
 from durable_agent.ids import uuid4_text
 from durable_agent.models.base import DeltaSink
@@ -36,21 +36,12 @@ from durable_agent.nodes import (
 )
 from durable_agent.toolsets import ToolsetListing
 
-from .compact import (
-    DIGEST_CHARS,
-    pack_messages,
-    unpack_response,
-    unpack_tool_outcome,
-)
-from .history import EMPTY_DIGEST, HistoryDigest
+from .compaction.digest import EMPTY_DIGEST
+from .compaction.packer import RequestPacker
 from .registry import AgentRegistration
-from .toolsets import definitions_digest
 from .wire import (
-    HistoryRef,
     ListToolsActivityInput,
-    ModelRequestActivityInput,
     PrepareActivityInput,
-    ToolCallActivityInput,
     ValidateOutputActivityInput,
 )
 
@@ -139,14 +130,13 @@ class ActivityNodeRunner:
         self.overrides = overrides if overrides is not None and not overrides.empty else None
         self.name = registration.agent.name
         self.config = registration.activities
-        self.offset = history_offset
-        self.digest = HistoryDigest(history_offset, history_digest)
-        self._definitions: tuple[list[ToolDefinition], str] | None = None
-        self._cached_length = history_offset if cached is None else cached
+        self.packer = RequestPacker(
+            history_offset=history_offset, history_digest=history_digest, cached=cached
+        )
 
     def digest_of(self, messages: list[ModelMessage]) -> str:
         """The digest of the whole conversation so far (for continue-as-new)."""
-        return self.digest.advance(messages, self.offset + len(messages))
+        return self.packer.digest_of(messages)
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
         request: ModelRequest = await _execute(
@@ -164,27 +154,8 @@ class ActivityNodeRunner:
     ) -> ModelResponse:
         """With `deltas` the activity streams: it signals batches of deltas to this
         workflow (`model_deltas`), which publishes them; `deltas` itself is not called."""
-        messages = input.messages
-        total = self.offset + len(messages)
-        prefix = min(self._cached_length, total)
-        digest = self.digest.advance(messages, prefix)
-        through = self.digest.peek(messages, total)
-        new = messages[prefix - self.offset :]
-        before = prefix - self.offset - 1
-        packed = ModelRequestActivityInput(
-            agent=self.name,
-            run_step=input.run_step,
-            timestamp=input.timestamp,
-            messages=pack_messages(
-                new,
-                previous=messages[before] if before >= 0 else None,
-                timestamp=input.timestamp,
-            ),
-            through=through[:DIGEST_CHARS],
-            history=HistoryRef(length=prefix, digest=digest[:DIGEST_CHARS]),
-            toolset_digest=self._toolset_digest(input.toolset_tools),
-            overrides=self.overrides,
-            stream_deltas=deltas is not None,
+        packed = self.packer.model_request(
+            self.name, input, overrides=self.overrides, stream=deltas is not None
         )
         response: ModelResponse = await _execute(
             "model_request",
@@ -194,23 +165,7 @@ class ActivityNodeRunner:
             options=self.config.options("model_request"),
             node="model_request",
         )
-        # The activity now caches these messages plus its response, which the loop appends.
-        self._cached_length = total + 1
-        return unpack_response(
-            response,
-            run_id=input.run_id,
-            conversation_id=input.conversation_id,
-            timestamp=input.timestamp,
-        )
-
-    def _toolset_digest(self, definitions: list[ToolDefinition]) -> str | None:
-        """Toolset tools travel as a digest; the loop hands over the same list until its
-        listings change, so the digest is computed once per listing, not per step."""
-        if not definitions:
-            return None
-        if self._definitions is None or self._definitions[0] is not definitions:
-            self._definitions = (definitions, definitions_digest(definitions))
-        return self._definitions[1]
+        return self.packer.answered(input, response)
 
     async def list_tools(self, input: ListToolsInput) -> ToolsetListing:
         kind = self._toolset_kind(input.toolset)
@@ -239,20 +194,15 @@ class ActivityNodeRunner:
             node = f"{self._toolset_kind(listed.toolset)} {listed.toolset}:{listed.remote_name}"
             summary = f"{node} · {call.id}"
             options = self.config.options("tool_call", call.name, toolset=listed.toolset)
-        # A tool is not told the time, and the activity derives the usual key itself.
-        update: dict[str, Any] = {"timestamp": None}
-        if input.idempotency_key == f"{workflow.info().workflow_id}:{call.id}":
-            update["idempotency_key"] = None
-        input = input.model_copy(update=update)
         outcome: _ToolOutcomeResult = await _execute(
             "tool_call",
-            ToolCallActivityInput(agent=self.name, input=input),
+            self.packer.tool_call(self.name, input, workflow.info().workflow_id),
             _ToolOutcomeResult,
             summary=summary,
             options=options,
             node=node,
         )
-        return unpack_tool_outcome(outcome.root, call.id, call.name)
+        return self.packer.tool_outcome(outcome.root, input)
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
         validated: _OutputOutcomeResult = await _execute(

@@ -7,25 +7,18 @@
   so a command that does not exist, a server that speaks no MCP, an invalid schema or two
   servers with clashing tool names stop the worker with the reason instead of failing runs
   later; a server that merely does not answer yet is logged and retried by the runs.
-- `ToolDefinitionsCache`: a model request refers to the run's listed toolset tools by the
-  digest of their definitions instead of carrying their schemas (tens of kB for a large
-  server) into every activity input; the activity keeps definitions by digest and, on a
-  miss, reads them from the workflow with the `toolset_tools` query.
+(A model request names the run's listed toolset tools by the digest of their definitions:
+`compaction.caches.ToolDefinitionsCache`.)
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from durable_agent import Agent, ToolDefinition, UserError
+from durable_agent import Agent, UserError
 from durable_agent.output import OUTPUT_TOOL_NAME
 from durable_agent.toolsets import (
     Toolset,
@@ -36,11 +29,8 @@ from durable_agent.toolsets import (
 )
 
 __all__ = [
-    "ToolDefinitionsCache",
     "ToolsetPool",
     "ToolsetStartupError",
-    "definitions_digest",
-    "tool_definitions",
     "toolset_pool",
 ]
 
@@ -51,13 +41,6 @@ class ToolsetStartupError(UserError):
     """A toolset of a hosted agent cannot work: the worker refuses to start."""
 
     kind = "toolset_startup"
-
-
-def definitions_digest(definitions: Iterable[ToolDefinition]) -> str:
-    canonical = json.dumps(
-        [d.model_dump(mode="json") for d in definitions], sort_keys=True, separators=(",", ":")
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class ToolsetPool:
@@ -131,38 +114,3 @@ class ToolsetPool:
 
 toolset_pool = ToolsetPool()
 """One per process, shared by every worker the plugin configures."""
-
-
-class ToolDefinitionsCache:
-    def __init__(self, max_entries: int = 256) -> None:
-        self.max_entries = max_entries
-        self._entries: OrderedDict[str, list[ToolDefinition]] = OrderedDict()
-        self.misses = 0
-
-    def store(self, digest: str, definitions: list[ToolDefinition]) -> None:
-        self._entries[digest] = definitions
-        self._entries.move_to_end(digest)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
-
-    async def resolve(self, workflow_id: str, run_id: str, digest: str) -> list[ToolDefinition]:
-        cached = self._entries.get(digest)
-        if cached is not None:
-            self._entries.move_to_end(digest)
-            return cached
-        self.misses += 1
-        handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
-        definitions: list[ToolDefinition] = await handle.query(
-            "toolset_tools", result_type=list[ToolDefinition]
-        )
-        if definitions_digest(definitions) != digest:
-            raise ApplicationError(
-                f"the toolset tools of {workflow_id} do not match the digest the workflow "
-                "sent; retrying",
-                type="toolset_mismatch",
-            )
-        self.store(digest, definitions)
-        return definitions
-
-
-tool_definitions = ToolDefinitionsCache()

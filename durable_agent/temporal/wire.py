@@ -449,7 +449,7 @@ class PrepareActivityInput(BaseModel):
 
 
 class ModelRequestActivityInput(BaseModel):
-    """Packed (`durable_agent.temporal.compact`): the step, its time and the messages
+    """Packed (`durable_agent.temporal.compaction`): the step, its time and the messages
     after `history`. Requests scheduled by earlier releases carry `input` instead: the run
     and the new messages whole."""
 

@@ -19,8 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from ...errors import ConversationTooLarge
     from ...executor import AgentCheckpoint, AgentExecutionNode
     from ...messages import ModelMessage
+    from ..compaction.digest import EMPTY_DIGEST
     from ..executor import TemporalExecutor
-    from ..history import EMPTY_DIGEST
     from ..runner import ActivityNodeRunner
     from ..wire import (
         AgentWorkflowInput,

@@ -1,18 +1,24 @@
-"""Chained digests over a message history.
+"""Digests both sides compute: chained over a message history, and over a run's toolset
+tool definitions.
 
 The workflow and the model-request activity both compute them, so the activity can prove
 that the messages it cached are exactly the prefix the workflow means, and the workflow can
-send only the messages after that prefix.
+send only the messages after that prefix (and a digest instead of the tool schemas).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 
-from durable_agent import ModelMessage
+from durable_agent import ModelMessage, ToolDefinition
 
-__all__ = ["EMPTY_DIGEST", "HistoryDigest", "extend_digest"]
+__all__ = ["DIGEST_CHARS", "EMPTY_DIGEST", "HistoryDigest", "definitions_digest", "extend_digest"]
+
+DIGEST_CHARS = 16
+"""Hex digits of a history digest written into an activity input: 64 bits tell one prefix
+of one workflow's conversation from another; the full digest stays with each side."""
 
 EMPTY_DIGEST = hashlib.sha256(b"durable-agent/history/v1").hexdigest()
 
@@ -60,3 +66,10 @@ class HistoryDigest:
         return extend_digest(
             self.digest, messages[self.length - self.offset : length - self.offset]
         )
+
+
+def definitions_digest(definitions: Iterable[ToolDefinition]) -> str:
+    canonical = json.dumps(
+        [d.model_dump(mode="json") for d in definitions], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,11 +1,12 @@
-"""Per-run caches on the activity worker: message histories and tool results.
+"""The activity worker's caches: message histories, tool results, toolset definitions.
 
 A model request carries only the messages added since the previous request, plus the
 length and chained digest of the prefix. On a hit the activity rebuilds the full history
 from its cache; on a miss (another worker, a restart) it reads the history from the
 workflow by query, so Temporal stays the single source of truth. Tool results are kept
 for the model request that sends them to the model next, which names them instead of
-carrying them again (`durable_agent.temporal.compact`).
+carrying them again (`.format`). Toolset tool definitions are kept by digest, read from
+the workflow's `toolset_tools` query on a miss.
 """
 
 from __future__ import annotations
@@ -16,11 +17,19 @@ from dataclasses import dataclass
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent import ModelMessage, ToolReturn
-from durable_agent.temporal.history import EMPTY_DIGEST, extend_digest
-from durable_agent.temporal.wire import HistoryPageQuery, HistoryRef, HistorySegment
+from durable_agent import ModelMessage, ToolDefinition, ToolReturn
 
-__all__ = ["HistoryCache", "ToolReturnCache", "history_cache", "tool_returns"]
+from ..wire import HistoryPageQuery, HistoryRef, HistorySegment
+from .digest import EMPTY_DIGEST, definitions_digest, extend_digest
+
+__all__ = [
+    "HistoryCache",
+    "ToolDefinitionsCache",
+    "ToolReturnCache",
+    "history_cache",
+    "tool_definitions",
+    "tool_returns",
+]
 
 PAGE = 200
 
@@ -181,5 +190,41 @@ class ToolReturnCache:
         self._returns.clear()
 
 
+class ToolDefinitionsCache:
+    """A run's listed toolset tools by the digest of their definitions (`.digest`): model
+    requests carry the digest instead of the schemas (tens of kB for a large server)."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, list[ToolDefinition]] = OrderedDict()
+        self.misses = 0
+
+    def store(self, digest: str, definitions: list[ToolDefinition]) -> None:
+        self._entries[digest] = definitions
+        self._entries.move_to_end(digest)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    async def resolve(self, workflow_id: str, run_id: str, digest: str) -> list[ToolDefinition]:
+        cached = self._entries.get(digest)
+        if cached is not None:
+            self._entries.move_to_end(digest)
+            return cached
+        self.misses += 1
+        handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
+        definitions: list[ToolDefinition] = await handle.query(
+            "toolset_tools", result_type=list[ToolDefinition]
+        )
+        if definitions_digest(definitions) != digest:
+            raise ApplicationError(
+                f"the toolset tools of {workflow_id} do not match the digest the workflow "
+                "sent; retrying",
+                type="toolset_mismatch",
+            )
+        self.store(digest, definitions)
+        return definitions
+
+
 history_cache = HistoryCache()
 tool_returns = ToolReturnCache()
+tool_definitions = ToolDefinitionsCache()

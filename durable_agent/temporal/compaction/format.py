@@ -1,4 +1,4 @@
-"""Activity payloads cut down to what the other side cannot work out itself.
+"""The packed format: activity payloads cut down to what the other side cannot work out.
 
 Every activity input and result is written into the workflow's history, so bytes repeated
 in each of them are paid for at every step of every run, and again by every replay. The
@@ -30,7 +30,7 @@ from durable_agent.messages import ModelMessagesTypeAdapter
 from durable_agent.nodes import ToolCallOutcome, ToolCallOutcomeAdapter, ToolReturned
 
 __all__ = [
-    "DIGEST_CHARS",
+    "default_idempotency_key",
     "pack_messages",
     "pack_response",
     "pack_tool_outcome",
@@ -39,11 +39,13 @@ __all__ = [
     "unpack_tool_outcome",
 ]
 
-DIGEST_CHARS = 16
-"""Hex digits of a history digest written into an activity input: 64 bits tell one prefix
-of one workflow's conversation from another; the full digest stays with each side."""
-
 _STAMPS = ("run_id", "conversation_id", "timestamp")
+
+
+def default_idempotency_key(workflow_id: str, call_id: str) -> str:
+    """A tool call's idempotency key on Temporal, unless the run set its own: the workflow
+    leaves it out of the activity input and the activity derives it again (one rule, here)."""
+    return f"{workflow_id}:{call_id}"
 
 
 def _stamped(message: ModelMessage, previous: ModelMessage | None, timestamp: str | None) -> bool:
