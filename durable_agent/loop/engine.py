@@ -40,8 +40,6 @@ from ..messages import (
     ModelRequest,
     ModelRequestPart,
     TextContent,
-    ToolCall,
-    ToolReturn,
     UserPromptPart,
 )
 from ..models.base import DeltaSink, ModelDelta
@@ -54,7 +52,7 @@ from ..nodes import (
 )
 from ..runner import Driver
 from ..state import AgentRunState, RunError, RunStatus
-from ..stream import AgentStreamRecord, StreamKind, preview, response_view
+from ..stream import AgentStreamRecord, StreamKind, response_view
 from ..tools import ToolDefinition
 from ..toolsets import ToolsetListing, ToolsetTool
 from ..usage import Usage
@@ -68,18 +66,6 @@ __all__ = ["AgentLoop"]
 
 
 N = AgentExecutionNode
-_ONE_TOOL_CALL = Usage(tool_calls=1)
-
-
-def _tool_return_data(call: ToolCall, tool_return: ToolReturn) -> dict[str, Any]:
-    content, cut = preview(tool_return.content)
-    return {
-        "tool_call_id": call.id,
-        "is_error": tool_return.is_error,
-        "tool_name": call.name,
-        "content": content,
-        **({"content_truncated": True} if cut else {}),
-    }
 
 
 def _error_kind(exc: BaseException) -> str:

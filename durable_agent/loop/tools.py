@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
-    AgentError,
     AgentExecutorError,
     ToolRetryLimitExceeded,
 )
@@ -70,10 +69,6 @@ def _tool_return_data(call: ToolCall, tool_return: ToolReturn) -> dict[str, Any]
         "content": content,
         **({"content_truncated": True} if cut else {}),
     }
-
-
-def _error_kind(exc: BaseException) -> str:
-    return exc.kind if isinstance(exc, AgentError) else type(exc).__name__
 
 
 class ToolSteps:
