@@ -19,13 +19,16 @@ __all__ = ["ROOT", "sample_worker"]
 
 
 @contextlib.contextmanager
-def sample_worker(server: DevServer, log: Path) -> Iterator[dict[str, str]]:
-    """Runs `python worker.py` on a task queue of its own against `server`; yields the
-    environment a user's shell would have to reach it (no OpenAI key: scripted models)."""
+def sample_worker(
+    server: DevServer, log: Path, task_queue: str | None = None
+) -> Iterator[dict[str, str]]:
+    """Runs `python worker.py` against `server` on `task_queue` (default: one of its own);
+    yields the environment a user's shell would have to reach it (no OpenAI key: the
+    scripted models)."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DURABLE_AGENT_"))},
         "TEMPORAL_ADDRESS": server.address,
-        "TEMPORAL_TASK_QUEUE": f"sample-{uuid.uuid4().hex[:8]}",
+        "TEMPORAL_TASK_QUEUE": task_queue or f"sample-{uuid.uuid4().hex[:8]}",
     }
     with open(log, "ab") as output:
         worker = subprocess.Popen(

@@ -1,11 +1,12 @@
 """The docs' commands run against the sample application as written (issue 26, item 14).
 
-The `durable-agent` column of docs/temporal.md's "Every action three ways" table is read
+First, the `durable-agent` column of docs/temporal.md's "Every action three ways" table is read
 from the page and each command run, as written, through the installed console script
 against `python worker.py` (the sample application) on a real dev server; only the address
 and task queue come from the environment, as a user's would. Before each command the test
 puts a run of the sample application under the id the row names, in the state the row
-needs (the page says which); the command must then succeed.
+needs (the page says which); the command must then succeed. Then every `durable-agent` and
+`temporal workflow` line of the guides' shell blocks runs the same way, in page order.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -149,3 +151,92 @@ async def test_every_cli_command_of_the_actions_table_runs_against_the_sample_ap
     assert failed == {}, failed
     assert "You said: hello" in outcomes["chat on a session"][2]
     assert "It is" in outcomes["start a run"][2] or "forecast" in outcomes["start a run"][2]
+
+
+# -- the other pages' shell blocks ------------------------------------------------------------
+
+PAGES = ("README.md", "docs/time-travel.md", "docs/streams.md", "docs/temporal.md")
+ILLUSTRATIVE = ("--at ckpt_0192…",)
+"""Commands shown with a placeholder the reader fills in from an earlier command's output;
+the test runs every other `durable-agent` and `temporal workflow` line of those pages."""
+
+
+def shell_commands(page: str) -> list[str]:
+    """The `durable-agent` and `temporal workflow` lines of `page`'s bash blocks, with
+    continuation lines joined and trailing comments dropped."""
+    text = (ROOT / page).read_text()
+    lines: list[str] = []
+    for block in re.findall(r"^```bash\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL):
+        joined = block.replace("\\\n", " ")
+        for line in joined.splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["durable-agent"] or words[:2] == ["temporal", "workflow"]:
+                lines.append(line.split(" #")[0].strip())
+    return lines
+
+
+async def setup_for(command: str, client: Client, agents: AgentClient) -> None:
+    """The run a page's command acts on, as the page's prose describes it."""
+
+    async def run(workflow_id: str, agent: str, prompt: str, *statuses: str, **options: Any):
+        await clear(client, workflow_id)
+        await agents.start(agent, prompt, workflow_id=workflow_id, **options)
+        await until(agents, workflow_id, *statuses)
+
+    words = shlex.split(command)
+    await clear(client, "w1b")
+    if words[:2] == ["durable-agent", "steer"]:
+        await run("w1", "deployer", "Deploy v2.1 to prod", "waiting")
+    elif words[:2] == ["durable-agent", "retry"]:
+        await run("w2", "deployer", "Deploy v2.1 to prod", "waiting")
+        await agents.get("w2").cancel()
+        await until(agents, "w2", "cancelled", "failed")
+    elif "w1" in words and words[1] in ("checkpoints", "fork", "watch"):
+        await run("w1", "weather", "What is the weather in Paris?", "completed")
+    elif "send_prompt" in words or (
+        words[:2] == ["durable-agent", "list"] and "awaiting_prompt" in words
+    ):
+        await run("s1", "assistant", "", "awaiting_prompt", session=True)
+    elif "ReleaseWorkflow" in words:
+        await clear(client, "release-1", "release-1-deployer")
+    elif words[:2] == ["durable-agent", "approve"] and "release-1-deployer" in words:
+        await until(agents, "release-1-deployer", "waiting")
+    elif words[:2] == ["durable-agent", "approve"]:
+        await run("w3", "deployer", "Deploy v2.1 to prod", "waiting")
+
+
+async def test_every_shell_command_of_the_guides_runs_against_the_sample_app(
+    client: Client, dev_server: DevServer, tmp_path: Path
+) -> None:
+    """The guides' `durable-agent` and `temporal workflow` lines, in page order, on a
+    worker serving the default task queue `durable-agent` as the pages assume."""
+    commands = [c for page in PAGES for c in shell_commands(page)]
+    skipped = [c for c in commands if any(mark in c for mark in ILLUSTRATIVE)]
+    assert len(skipped) == 1, skipped
+    commands = [c for c in commands if c not in skipped]
+    assert len(commands) >= 15, commands
+    temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    outcomes = {}
+    with sample_worker(dev_server, tmp_path / "worker.log", "durable-agent") as env:
+        agents = AgentClient(client, task_queue="durable-agent")
+        for command in commands:
+            await setup_for(command, client, agents)
+            # The README's approve names "<workflow id>": the id `list` printed.
+            argv = shlex.split(command.replace("<workflow id>", "w3"))
+            program = str(CONSOLE_SCRIPT) if argv[0] == "durable-agent" else temporal
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [program, *argv[1:]],
+                input="",
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=env,
+                cwd=ROOT,
+            )
+            outcomes[command] = (done.returncode, done.stdout[-400:], done.stderr[-600:])
+        await clear(client, "w1", "w1b", "w2", "w3", "s1", "release-1", "release-1-deployer")
+    failed = {c: o for c, o in outcomes.items() if o[0] != 0}
+    assert failed == {}, failed
+    result = outcomes["temporal workflow result --workflow-id release-1"][1]
+    assert "#releases: Done. deployed v2.2 to staging" in result
