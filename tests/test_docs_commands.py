@@ -12,6 +12,7 @@ needs (the page says which); the command must then succeed. Then every `durable-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shlex
 import shutil
@@ -30,6 +31,7 @@ from durable_agent.temporal import AgentClient
 from durable_agent.temporal.devserver import DevServer
 
 from .sample_support import ROOT, sample_worker
+from .temporal_support import connect, free_port
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "durable-agent"
 PAGE = ROOT / "docs" / "temporal.md"
@@ -75,7 +77,8 @@ async def clear(client: Client, *ids: str) -> None:
         except RPCError:
             continue
         if description.status == WorkflowExecutionStatus.RUNNING:
-            await client.get_workflow_handle(workflow_id).terminate("the docs test moves on")
+            with contextlib.suppress(RPCError):  # it may have ended since
+                await client.get_workflow_handle(workflow_id).terminate("the docs test moves on")
 
 
 async def until(agents: AgentClient, workflow_id: str, *statuses: str) -> None:
@@ -206,10 +209,17 @@ async def setup_for(command: str, client: Client, agents: AgentClient) -> None:
 
 
 async def test_every_shell_command_of_the_guides_runs_against_the_sample_app(
-    client: Client, dev_server: DevServer, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     """The guides' `durable-agent` and `temporal workflow` lines, in page order, on a
-    worker serving the default task queue `durable-agent` as the pages assume."""
+    worker serving the default task queue `durable-agent` as the pages assume. A dev server
+    of its own: on the shared one, other tests leave runs and workers on that queue."""
+    async with DevServer(tmp_path / "guides.db", port=free_port(), ui_port=None) as server:
+        client = await connect(server.address)
+        await _run_the_guides(client, server, tmp_path)
+
+
+async def _run_the_guides(client: Client, dev_server: DevServer, tmp_path: Path) -> None:
     commands = [c for page in PAGES for c in shell_commands(page)]
     skipped = [c for c in commands if any(mark in c for mark in ILLUSTRATIVE)]
     assert len(skipped) == 1, skipped
