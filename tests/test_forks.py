@@ -111,6 +111,16 @@ def weather_agent(name: str, counts: Counts) -> Any:
     )
 
 
+async def _cli(
+    capsys: pytest.CaptureFixture[str], server: DevServer, queue: str, *argv: str
+) -> tuple[int, str, str]:
+    """`durable-agent ARGV` on `queue`: exit code, stdout, stderr."""
+    capsys.readouterr()
+    code = await amain([*argv, "--address", server.address, "--task-queue", queue])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 async def _failure(handle: Any) -> str:
     with pytest.raises(RunFailed) as failed:
         await asyncio.wait_for(handle.result(), 30)
@@ -425,31 +435,42 @@ async def test_cli_fork_retry_and_list(
         AgentActivityConfig(tool_call=fast_activity(maximum_attempts=1)),
     )
 
-    async def cli(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = await amain([*argv, "--address", dev_server.address, "--task-queue", queue])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
     with structlog.testing.capture_logs():
         async with new_worker(client) as worker:
             queue = worker.task_queue
             agents = AgentClient(client, task_queue=queue)
             source = await agents.start(name, "Weather in Paris?")
             await source.result()
-            forked = await cli("fork", source.id, "--at", "2", "--id", f"{source.id}-x", "--wait")
-            shown = await cli("status", f"{source.id}-x")
-            out_of_range = await cli("fork", source.id, "--at", "99", "--wait")
-            bad_settings = await cli("fork", source.id, "--settings", '{"temperature": "hot"}')
-            completed = await cli("retry", source.id)
+            forked = await _cli(
+                capsys,
+                dev_server,
+                queue,
+                "fork",
+                source.id,
+                "--at",
+                "2",
+                "--id",
+                f"{source.id}-x",
+                "--wait",
+            )
+            shown = await _cli(capsys, dev_server, queue, "status", f"{source.id}-x")
+            out_of_range = await _cli(
+                capsys, dev_server, queue, "fork", source.id, "--at", "99", "--wait"
+            )
+            bad_settings = await _cli(
+                capsys, dev_server, queue, "fork", source.id, "--settings", '{"temperature": "hot"}'
+            )
+            completed = await _cli(capsys, dev_server, queue, "retry", source.id)
             counts.broken = True
             failing = await agents.start(name, "Weather in Paris?")
             await _failure(failing)
             counts.broken = False
-            retried = await cli("retry", failing.id, "--wait")
+            retried = await _cli(capsys, dev_server, queue, "retry", failing.id, "--wait")
             listed: tuple[int, str, str] = (0, "", "")
             for _ in range(100):
-                listed = await cli("list", "--forked-from", source.id, "--json")
+                listed = await _cli(
+                    capsys, dev_server, queue, "list", "--forked-from", source.id, "--json"
+                )
                 if len(json.loads(listed[1])) == 2:
                     break
                 await asyncio.sleep(0.2)
@@ -502,12 +523,6 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
     name, counts = unique("fork-wait"), Counts()
     registry.register(approval_agent(name, counts))
 
-    async def cli(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = await amain([*argv, "--address", dev_server.address, "--task-queue", queue])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
     with structlog.testing.capture_logs():
         async with new_worker(client) as worker:
             queue = worker.task_queue
@@ -522,10 +537,16 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
                 if (await fork.status()).status == "waiting":
                     break
                 await asyncio.sleep(0.05)
-            listed = await cli("checkpoints", fork.id, "--json")
-            again = await cli("fork", fork.id, "--id", f"{fork.id}-again")
+            for _ in range(200):  # its boundaries are queried as `fork` will read them
+                if await fork.checkpoints():
+                    break
+                await asyncio.sleep(0.05)
+            listed = await _cli(capsys, dev_server, queue, "checkpoints", fork.id, "--json")
+            again = await _cli(
+                capsys, dev_server, queue, "fork", fork.id, "--id", f"{fork.id}-again"
+            )
             await fork.handle.terminate("testing retry")
-            retried = await cli("retry", fork.id)
+            retried = await _cli(capsys, dev_server, queue, "retry", fork.id)
             retried_run = agents.get(retried[1].strip())
             for _ in range(200):
                 if (await retried_run.status()).status == "waiting":

@@ -83,18 +83,25 @@ class Settings:
         )
 
 
-DEV_PAYLOADS = Path(".temporal") / "payloads"
-"""Where the embedded dev stack (`./scripts/dev`, `python worker.py --dev`) keeps payloads
-over 64 KiB: next to its database, from the folder it was started in."""
+DEV_DB = ".temporal/dev.db"
+"""The embedded dev stack's database (`./scripts/dev`, `python worker.py --dev`), from the
+folder it was started in; its payloads over 64 KiB are kept beside it (`dev_payloads`)."""
+
+
+def dev_payloads(db: str | os.PathLike[str] = DEV_DB) -> Path:
+    """Where the dev stack whose database is `db` keeps its large payloads: one rule for
+    the stack that writes them and the CLI that reads them."""
+    return (Path(db).parent / "payloads").resolve()
 
 
 def environment() -> Mapping[str, str]:
     """The environment the CLI connects with: the process's own, plus the dev stack's
     payload store when the CLI runs where the dev stack keeps it and no store is set, so
     `status` and `watch` of a run with a large payload work without exporting anything."""
-    if os.environ.get(STORAGE_ENV) or not DEV_PAYLOADS.is_dir():
+    payloads = dev_payloads()
+    if os.environ.get(STORAGE_ENV) or not payloads.is_dir():
         return os.environ
-    return {**os.environ, STORAGE_ENV: f"file://{DEV_PAYLOADS.resolve()}"}
+    return {**os.environ, STORAGE_ENV: f"file://{payloads}"}
 
 
 # -- argument types -------------------------------------------------------------------------

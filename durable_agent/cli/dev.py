@@ -25,6 +25,8 @@ from durable_agent.temporal.client import AgentRunError
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.worker import plugin
 
+from .context import dev_payloads
+
 if TYPE_CHECKING:
     from durable_agent.inbox.server import InboxServer
 
@@ -52,7 +54,7 @@ class PortTaken(Exception):
 def dev_storage(db: str | os.PathLike[str]) -> str:
     """Where the embedded default keeps large payloads: on local disk next to the database.
     The CLI and the inbox find the same place from the same database path."""
-    return f"file://{(Path(db).parent / 'payloads').resolve()}"
+    return f"file://{dev_payloads(db)}"
 
 
 def port_holder(port: int) -> str | None:
