@@ -68,6 +68,13 @@ class Model(ABC):
     def model_name(self) -> str: ...
 
     @property
+    def provider(self) -> str | None:
+        """Who serves this model (`openai`, `anthropic`, ...): with `model_name` it keys
+        prices and quotas. `None` for models that are not a provider's (test and function
+        models); a provider class answers its own name unless the user named another."""
+        return None
+
+    @property
     def structured_output_mode(self) -> OutputMode:
         """How this model should be asked for structured output (`json_schema` or `tool`)."""
         return "json_schema"

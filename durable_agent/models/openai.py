@@ -314,10 +314,13 @@ class OpenAIChatModel(Model):
         client: AsyncOpenAI | None = None,
         structured_output: StructuredOutput = "json_schema",
         stream: bool = False,
+        provider: str = "openai",
     ) -> None:
         """`stream=True` makes this a streaming model: a run that wants deltas (in-process
         with a sink, on Temporal unless the run turns them off) gets the text and reasoning
-        as the server sends them; the response is the same either way."""
+        as the server sends them; the response is the same either way. `provider` names who
+        serves a compatible `base_url` (e.g. `groq`) for prices and quotas; it stays
+        `openai` unless given, whatever the URL."""
         if not model_name:
             raise UserError("OpenAIChatModel needs a model name, e.g. 'gpt-4o-mini'")
         if structured_output not in ("json_schema", "tool"):
@@ -330,6 +333,9 @@ class OpenAIChatModel(Model):
         self.settings = settings
         self._structured_output: StructuredOutput = structured_output
         self._stream = stream
+        if not provider:
+            raise UserError("OpenAIChatModel(provider=...) must name a provider, e.g. 'openai'")
+        self._provider = provider
         # A client of the caller's keeps its settings and connection pool, but never its own
         # retry loop, for the same reason ours has none.
         self._given_client = client.with_options(max_retries=0) if client is not None else None
@@ -339,6 +345,10 @@ class OpenAIChatModel(Model):
     @property
     def model_name(self) -> str:
         return self._model_name
+
+    @property
+    def provider(self) -> str:
+        return self._provider
 
     @property
     def structured_output_mode(self) -> OutputMode:
