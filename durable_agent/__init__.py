@@ -72,6 +72,7 @@ from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunError, RunStatus
 from .stream import AgentStreamRecord
 from .tools import Tool, ToolContext, ToolDefinition
+from .trace_context import TraceContext
 from .usage import Usage, UsageLimits
 
 __all__ = [
@@ -145,6 +146,7 @@ __all__ = [
     "ToolRetryLimitExceeded",
     "ToolReturn",
     "ToolReturnPart",
+    "TraceContext",
     "UnexpectedModelBehavior",
     "UnknownAgentError",
     "Usage",

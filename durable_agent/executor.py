@@ -8,12 +8,13 @@ summary (cursors, counts, usage) that a durable store can index without reading 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ._fields import WIRE_CONFIG, omit_none, trusted
+from ._fields import WIRE_CONFIG, omit_empty, omit_none, trusted
 from .state import AgentRunState, RunStatus
+from .trace_context import TraceContext
 from .usage import Usage
 
 __all__ = [
@@ -61,12 +62,23 @@ class AgentResumeEvidence(BaseModel):
     run_step: int
     status: RunStatus
     usage: Usage
+    context_revision: str | None = omit_none()
+    """A service layer's context revision (or hash): `state.metadata["context_revision"]`."""
+    environment_ref: str | None = omit_none()
+    """A service layer's environment state reference: `state.metadata["environment_ref"]`."""
+    trace_context: TraceContext | None = omit_none()
+    """The run's trace (its `invoke_agent` span), when tracing is on."""
+    metadata: dict[str, Any] = omit_empty(factory=dict)
+    """Resume metadata for session stores (starweaver's; empty unless a store sets it)."""
 
     @classmethod
     def from_state(
         cls, state: AgentRunState, node: AgentExecutionNode, stream_cursor: int
     ) -> AgentResumeEvidence:
         """Evidence is derived from state alone, so it can be recomputed and checked."""
+        meta = state.metadata
+        revision = meta.get("context_revision") if meta else None
+        environment = meta.get("environment_ref") if meta else None
         return trusted(
             cls,
             cursor=trusted(
@@ -83,6 +95,10 @@ class AgentResumeEvidence(BaseModel):
             run_step=state.run_step,
             status=state.status,
             usage=state.usage,
+            context_revision=revision if isinstance(revision, str) else None,
+            environment_ref=environment if isinstance(environment, str) else None,
+            trace_context=state.trace_context,
+            metadata={},
         )
 
 

@@ -17,6 +17,7 @@ from ._fields import WIRE_CONFIG, omit_empty, omit_none, shallow_copy
 from .hitl import DeferredToolCall, PendingToolApproval
 from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
 from .toolsets import ToolsetListing
+from .trace_context import TraceContext
 from .usage import Usage
 
 __all__ = ["AgentRunState", "RunError", "RunStatus"]
@@ -93,6 +94,9 @@ class AgentRunState(BaseModel):
     """User messages sent while the run works (starweaver's steering messages), queued
     until the next model request is prepared: then they join it as user prompts. Kept in
     state so a checkpoint, a resume or a fork still delivers them."""
+    trace_context: TraceContext | None = omit_none()
+    """The trace this run's spans belong to (its `invoke_agent` span), set when tracing is
+    on: kept in state so a resumed or continued-as-new run stays in the same trace."""
 
     @field_serializer("latest_response", mode="wrap")
     def _latest_response_without_kind(
