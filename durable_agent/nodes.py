@@ -39,6 +39,7 @@ from .messages import (
 )
 from .models.base import DeltaSink
 from .output import format_validation_error, parse_output, run_output_validator
+from .pricing import price_response
 from .tools import ToolContext, ToolDefinition
 from .toolsets import ToolsetListing, ToolsetResult, ToolsetTool
 
@@ -291,6 +292,7 @@ async def model_request(
         response = await agent.model.request_stream(messages, params, on_delta)
     else:
         response = await agent.model.request(messages, params)
+    response = price_response(response, agent.model, input.timestamp)
     return response.model_copy(
         update={
             "parts": unique_tool_call_ids(response.parts, input.run_step + 1),

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ._fields import WIRE_CONFIG, trusted
+from ._fields import WIRE_CONFIG, omit_none, trusted
 from .errors import UsageLimitExceeded
 
 __all__ = ["Usage", "UsageLimits"]
 
 
 class Usage(BaseModel):
-    """What a run (or one model response) cost; field names follow starweaver's JSON."""
+    """What a run (or one model response) cost; field names follow starweaver's JSON.
+
+    `cost` is the price in US dollars from the `genai-prices` table (`durable_agent.pricing`),
+    `None` when nothing was priced. Adding usages adds the known costs: a request whose model
+    has no known price adds nothing, so a run's cost is what its priced requests cost, and
+    `None` only when none of them was priced. It is left out of the JSON when `None`.
+    """
 
     model_config = WIRE_CONFIG
 
@@ -22,6 +28,7 @@ class Usage(BaseModel):
     requests: int = 0
     tool_calls: int = 0
     total_tokens: int = 0
+    cost: float | None = omit_none()
 
     def add(self, other: Usage) -> Usage:
         """A new total; usage objects handed out in checkpoints are never mutated."""
@@ -34,7 +41,16 @@ class Usage(BaseModel):
             requests=self.requests + other.requests,
             tool_calls=self.tool_calls + other.tool_calls,
             total_tokens=self.total_tokens + other.total_tokens,
+            cost=_add_costs(self.cost, other.cost),
         )
+
+
+def _add_costs(left: float | None, right: float | None) -> float | None:
+    if right is None:
+        return left
+    if left is None:
+        return right
+    return left + right
 
 
 class UsageLimits(BaseModel):
@@ -49,8 +65,23 @@ class UsageLimits(BaseModel):
     input_tokens_limit: int | None = None
     output_tokens_limit: int | None = None
     total_tokens_limit: int | None = None
+    cost_limit: float | None = None
+    """US dollars (`Usage.cost`). The run fails before a model request when what is left of
+    the budget cannot cover that request's estimate (what the run's previous request cost:
+    a run's requests only grow), and after a request whose cost took it past the limit.
+    Requests of models without a known price count nothing against it."""
 
-    def check_before_request(self, usage: Usage) -> None:
+    def check_before_request(self, usage: Usage, estimate: float | None = None) -> None:
+        """`estimate`: what the next request is expected to cost (None: unknown)."""
+        if self.cost_limit is not None and usage.cost is not None:
+            left = self.cost_limit - usage.cost
+            if left <= 0 or (estimate is not None and estimate > left):
+                raise UsageLimitExceeded(
+                    f"the next model request (about ${estimate or 0:.6f}) would exceed "
+                    f"cost_limit=${self.cost_limit:.6f} (${usage.cost:.6f} spent); raise "
+                    "UsageLimits.cost_limit to allow more",
+                    limit="cost_limit",
+                )
         if self.request_limit is not None and usage.requests + 1 > self.request_limit:
             raise UsageLimitExceeded(
                 f"the next model request would exceed request_limit={self.request_limit} "
@@ -78,3 +109,8 @@ class UsageLimits(BaseModel):
                     f"{name.removesuffix('_limit')} reached {used}, over {name}={limit}",
                     limit=name,
                 )
+        if self.cost_limit is not None and usage.cost is not None and usage.cost > self.cost_limit:
+            raise UsageLimitExceeded(
+                f"cost reached ${usage.cost:.6f}, over cost_limit=${self.cost_limit:.6f}",
+                limit="cost_limit",
+            )

@@ -395,7 +395,7 @@ async def test_list_finds_a_waiting_run(client: Client, cli: Cli) -> None:
     assert rows[0]["status"] == "waiting"
     assert rows[0]["execution_status"] == "running"
     header, line = table.out.strip().splitlines()
-    assert header.split() == ["WORKFLOW", "ID", "AGENT", "STATUS", "PENDING", "STARTED"]
+    assert header.split() == ["WORKFLOW", "ID", "AGENT", "STATUS", "PENDING", "COST", "STARTED"]
     assert line.split()[:4] == [workflow_id, agent, "waiting", "1"]
     assert completed.json() == []
 

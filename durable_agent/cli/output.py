@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from durable_agent import AgentResumeEvidence, Usage
+from durable_agent.pricing import dollars
 from durable_agent.temporal.client import ListedRun
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, PendingApprovalView
 
@@ -147,7 +148,8 @@ def _usage_line(usage: Usage) -> str:
     """Requests and tool calls always; token counts when the model reported any."""
     values = usage.model_dump()
     shown = [k for k in USAGE_FIELDS if k in ("requests", "tool_calls") or values.get(k)]
-    return " ".join(f"{k}={values.get(k, 0)}" for k in shown)
+    line = " ".join(f"{k}={values.get(k, 0)}" for k in shown)
+    return line if usage.cost is None else f"{line} cost={dollars(usage.cost)}"
 
 
 def output_text(result: AgentWorkflowResult) -> str:
@@ -255,7 +257,14 @@ def checkpoint_table(
 
 def runs_table(runs: Sequence[ListedRun]) -> None:
     rows = [
-        [r.workflow_id, r.agent or "-", r.status, str(r.pending_approvals), _time(r.start_time)]
+        [
+            r.workflow_id,
+            r.agent or "-",
+            r.status,
+            str(r.pending_approvals),
+            dollars(r.cost),
+            _time(r.start_time),
+        ]
         for r in runs
     ]
-    _table(["WORKFLOW ID", "AGENT", "STATUS", "PENDING", "STARTED"], rows)
+    _table(["WORKFLOW ID", "AGENT", "STATUS", "PENDING", "COST", "STARTED"], rows)

@@ -33,6 +33,7 @@ from starlette.templating import Jinja2Templates
 
 from durable_agent.approvers import approver_problem
 from durable_agent.hitl import denial_problem, read_deferred_response
+from durable_agent.pricing import dollars
 from durable_agent.temporal.client import (
     AgentClient,
     AgentRunError,
@@ -103,7 +104,9 @@ class _Inbox:
         self.settings = settings
         self.throttle = LoginThrottle()
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.globals.update(relative=relative, iso=_iso, dom_id=dom_id)
+        self.templates.env.globals.update(
+            relative=relative, iso=_iso, dom_id=dom_id, dollars=dollars
+        )
         routes = [
             Route("/", self.index),
             Route("/runs", self.runs_fragment),

@@ -94,6 +94,8 @@ class RunCard:
     conversation: list[MessageLine]
     run_step: int
     error: str | None = None
+    cost: float | None = None
+    """What the run has cost so far in US dollars (`Usage.cost`), None when unpriced."""
     flash: Flash | None = None
     problem: str | None = None
     """Why the run's details could not be read (e.g. no worker answered)."""
@@ -223,6 +225,7 @@ async def load_run(
         conversation=lines,
         run_step=view.run_step,
         error=view.error,
+        cost=view.usage.cost,
         flash=flash,
         problem=problem,
     )

@@ -339,7 +339,8 @@ class AgentLoop(ToolSteps):
                 f"the run reached max_steps={agent.max_steps} without a final answer; "
                 "raise AgentBuilder.max_steps(...) if the task needs more steps"
             )
-        agent.usage_limits.check_before_request(state.usage)
+        latest = state.latest_response
+        agent.usage_limits.check_before_request(state.usage, latest.usage.cost if latest else None)
         step = state.run_step + 1
         self.emit("model_request", N.BEFORE_MODEL_REQUEST, run_step=step)
         response = await self.runner.model_request(

@@ -31,7 +31,7 @@ from ..wire import (
 from ..workflow import AgentWorkflow
 from .errors import AgentRunError, AlreadyStarted, CannotConnect
 from .handle import AgentRunHandle
-from .listing import ListedRun, _listed, list_query
+from .listing import ListedRun, _listed, list_query, memo_cost
 
 if TYPE_CHECKING:
     pass
@@ -219,7 +219,7 @@ class AgentClient:
         query = list_query(status, agent, forked_from)
         try:
             async for execution in self.client.list_workflows(query, limit=limit):
-                yield _listed(execution)
+                yield _listed(execution, await memo_cost(execution))
         except RPCError as error:
             raise self._list_error(error) from None
 

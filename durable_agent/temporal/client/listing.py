@@ -41,6 +41,9 @@ class ListedRun(BaseModel):
     execution_status: str
     pending_approvals: int
     start_time: datetime
+    cost: float | None = None
+    """The run's cost in US dollars as of its last status change (its `cost` memo); None
+    when nothing it ran was priced."""
 
 
 def _quote(value: str) -> str:
@@ -86,7 +89,7 @@ def _execution_status(status: WorkflowExecutionStatus | None) -> str:
     return status.name.lower() if status else "unknown"
 
 
-def _listed(execution: WorkflowExecution) -> ListedRun:
+def _listed(execution: WorkflowExecution, cost: float | None = None) -> ListedRun:
     attributes = execution.typed_search_attributes
     running = execution.status == WorkflowExecutionStatus.RUNNING
     agent_status = attributes.get(AGENT_STATUS)
@@ -98,7 +101,19 @@ def _listed(execution: WorkflowExecution) -> ListedRun:
         execution_status=_execution_status(execution.status),
         pending_approvals=(attributes.get(PENDING_APPROVALS) or 0) if running else 0,
         start_time=execution.start_time,
+        cost=cost,
     )
+
+
+async def memo_cost(execution: WorkflowExecution) -> float | None:
+    """The `cost` memo (see `workflow.costs`), None when absent or unreadable."""
+    if "cost" not in execution.raw_info.memo.fields:
+        return None
+    try:
+        value = await execution.memo_value("cost", None)
+    except Exception:
+        return None
+    return float(value) if isinstance(value, int | float) else None
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def pack_response(response: ModelResponse) -> dict[str, Any]:
     """The model-request activity's result without its stamps, its `kind` (the result is
     decoded as a response) and zero usage counters."""
     data = response.model_dump(mode="json", exclude={*_STAMPS, "kind"})
-    data["usage"] = {key: value for key, value in data["usage"].items() if value}
+    data["usage"] = {k: v for k, v in data["usage"].items() if v or (k == "cost" and v is not None)}
     if not data["usage"]:
         del data["usage"]
     return data

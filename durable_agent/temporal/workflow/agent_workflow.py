@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from .continuation import Chain
     from .control import RunControl
+    from .costs import CostMemo
     from .decisions import HumanDecisions
     from .events import STREAM_PUBLISH_SIGNAL, EventStream
     from .gates import Gate, parse_signal
@@ -79,6 +80,7 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: RawInput = None) -> None:
         port = self._port = TemporalPort()
+        self._cost_memo = CostMemo()
         self.input, self._input_problem = read_input(input)
         live = self.live = LiveRun(self.input)
         self.executor = TemporalExecutor(
@@ -258,6 +260,7 @@ class AgentWorkflow:
 
     def _publish(self) -> None:
         self.visibility.publish()
+        self._cost_memo.publish(self._status(), self.live.state.usage if self.live.state else None)
 
     @property
     def state(self) -> AgentRunState | None:
