@@ -26,6 +26,8 @@ from .overrides import AgentOverrides, merge_settings
 from .runner import DirectNodeRunner, Driver, NodeRunner
 from .state import AgentRunState, RunStatus
 from .stream import AgentStreamRecord, StreamSink
+from .subagents import SubAgent, default_description
+from .tools import TOOL_NAME as _TOOL_NAME
 from .tools import Tool, ToolContext, ToolDefinition, ToolFunc
 from .toolsets import Toolset
 from .usage import Usage, UsageLimits
@@ -93,6 +95,8 @@ class Agent(Generic[OutputT]):
     continue-as-new."""
     allowed_models: Mapping[str, Model] = field(default_factory=dict)
     """The models a resumed or forked run may switch to, by name (`AgentOverrides.model`)."""
+    subagents: Mapping[str, SubAgent] = field(default_factory=dict)
+    """Agents this one's model may delegate to, each a tool by its name (`.subagent`)."""
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
 
     def with_executor(self, executor: AgentExecutor) -> Agent[OutputT]:
@@ -182,6 +186,7 @@ class Agent(Generic[OutputT]):
     @functools.cached_property
     def _request_parameters(self) -> ModelRequestParameters:
         tools = [tool.definition() for tool in self.tools.values()]
+        tools.extend(subagent.definition() for subagent in self.subagents.values())
         if self.output_type is None:
             return ModelRequestParameters(function_tools=tools, settings=self.model_settings)
         schema = self.output_type.model_json_schema()
@@ -344,6 +349,7 @@ class AgentBuilder(Generic[OutputT]):
         self._toolsets: list[Toolset] = []
         self._history_processors: list[HistoryProcessor] = []
         self._allowed_models: dict[str, Model] = {}
+        self._subagents: list[SubAgent] = []
 
     def name(self, name: str) -> AgentBuilder[OutputT]:
         self._name = name
@@ -458,6 +464,43 @@ class AgentBuilder(Generic[OutputT]):
             self._allowed_models[name] = model
         return self
 
+    def subagent(
+        self,
+        agent: Agent[Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_seconds: float | None = None,
+        task_queue: str | None = None,
+    ) -> AgentBuilder[OutputT]:
+        """Offers `agent` to this agent's model as a tool named `name` (default: the
+        sub-agent's name) taking `{"prompt": str}`; its output is the tool's result. On
+        Temporal each call is a child workflow (on `task_queue`, default the parent's),
+        failed after `timeout_seconds`."""
+        if not isinstance(agent, Agent):
+            raise UserError(
+                f"subagent needs a built Agent (AgentBuilder(...).build()), got "
+                f"{type(agent).__name__}"
+            )
+        if timeout_seconds is not None and timeout_seconds <= 0:
+            raise UserError(f"subagent timeout_seconds must be positive, got {timeout_seconds}")
+        tool_name = name or agent.name
+        if not _TOOL_NAME.match(tool_name):
+            raise UserError(
+                f"sub-agent tool name {tool_name!r} is not allowed: use 1-64 letters, digits, "
+                "'_' or '-' (pass name=...)"
+            )
+        self._subagents.append(
+            SubAgent(
+                agent=agent,
+                name=tool_name,
+                description=description or default_description(agent),
+                timeout_seconds=timeout_seconds,
+                task_queue=task_queue,
+            )
+        )
+        return self
+
     def build(self) -> Agent[OutputT]:
         tools: dict[str, Tool] = {}
         for tool in self._tools:
@@ -466,6 +509,14 @@ class AgentBuilder(Generic[OutputT]):
             if self._output_type is not None and tool.name == OUTPUT_TOOL_NAME:
                 raise UserError(f"{OUTPUT_TOOL_NAME!r} is reserved for structured output")
             tools[tool.name] = tool
+        subagents: dict[str, SubAgent] = {}
+        for subagent in self._subagents:
+            if subagent.name in tools or subagent.name in subagents:
+                raise UserError(
+                    f"sub-agent {subagent.name!r} has the name of another tool or sub-agent; "
+                    "give it another with subagent(..., name=...)"
+                )
+            subagents[subagent.name] = subagent
         names = [toolset.name for toolset in self._toolsets]
         if len(set(names)) < len(names):
             twice = sorted({name for name in names if names.count(name) > 1})
@@ -474,17 +525,18 @@ class AgentBuilder(Generic[OutputT]):
             )
         # A toolset's tools are known only once a run lists them: names that may be theirs
         # are checked then (see AgentLoop._check_listed_names).
-        unknown = sorted(set(self._approval) - set(tools)) if not self._toolsets else []
+        known = {*tools, *subagents}
+        unknown = sorted(set(self._approval) - known) if not self._toolsets else []
         if unknown:
             raise UserError(
                 f"approval_required_tools names unknown tool(s) {unknown}; "
-                f"registered tools: {sorted(tools) or 'none'}"
+                f"registered tools: {sorted(known) or 'none'}"
             )
-        unknown = sorted(set(self._approvers) - set(tools)) if not self._toolsets else []
+        unknown = sorted(set(self._approvers) - known) if not self._toolsets else []
         if unknown:
             raise UserError(
                 f"approvers names unknown tool(s) {unknown}; "
-                f"registered tools: {sorted(tools) or 'none'}"
+                f"registered tools: {sorted(known) or 'none'}"
             )
         return Agent(
             model=self._model,
@@ -506,4 +558,5 @@ class AgentBuilder(Generic[OutputT]):
             toolsets=tuple(self._toolsets),
             history_processors=tuple(self._history_processors),
             allowed_models=dict(self._allowed_models),
+            subagents=subagents,
         )

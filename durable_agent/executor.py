@@ -103,9 +103,14 @@ class AgentResumeEvidence(BaseModel):
 
 
 class AgentCheckpointMetadata(BaseModel):
+    """`parent_run_id` / `parent_tool_call_id` name the run and call that started a
+    sub-agent's run (omitted for a top-level run)."""
+
     model_config = WIRE_CONFIG
     span_id: str | None = None
     trace_id: str | None = None
+    parent_run_id: str | None = omit_none()
+    parent_tool_call_id: str | None = omit_none()
 
 
 class AgentCheckpoint(BaseModel):

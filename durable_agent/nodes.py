@@ -42,6 +42,7 @@ from .output import format_validation_error, parse_output, run_output_validator
 from .pricing import price_response
 from .tools import ToolContext, ToolDefinition
 from .toolsets import ToolsetListing, ToolsetResult, ToolsetTool
+from .usage import Usage
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -196,6 +197,9 @@ class ToolReturned(BaseModel):
     tool_return: ToolReturn
     toolset_changed: bool = omit_empty(False)
     """A toolset tool's toolset now offers other tools than the run listed: list again."""
+    usage: Usage | None = omit_none()
+    """What the call spent on models beyond the call itself (a sub-agent's run): added to
+    the run's usage, so a parent's usage includes its sub-agents' at any depth."""
 
 
 class ToolRetry(BaseModel):

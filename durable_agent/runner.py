@@ -11,6 +11,7 @@ from .ids import IdSource
 from .messages import ModelRequest, ModelResponse
 from .models.base import DeltaSink
 from .stream import StreamSink
+from .subagents import SubagentCall, run_in_process
 from .toolsets import ToolsetListing
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ class NodeRunner(Protocol):
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome: ...
 
+    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome:
+        """Runs a sub-agent on the call's prompt: in-process its own loop, on Temporal a
+        child workflow. A failed sub-agent is an error return, not an exception."""
+        ...
+
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome: ...
 
 
@@ -59,6 +65,9 @@ class DirectNodeRunner:
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome:
         return await nodes.tool_call(self.agent, input)
+
+    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome:
+        return await run_in_process(call)
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome:
         return await nodes.validate_output(self.agent, input)

@@ -66,6 +66,8 @@ StreamKind = Literal[
     "deferred_result",
     "resumed",
     "run_cancelled",
+    "subagent_start",
+    "subagent_end",
 ]
 TERMINAL_KINDS: frozenset[str] = frozenset(
     {"run_complete", "run_failed", "run_cancelled", "session_ended"}

@@ -20,10 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .errors import UserError
 
-__all__ = ["Tool", "ToolContext", "ToolDefinition", "ToolFunc"]
+__all__ = ["TOOL_NAME", "Tool", "ToolContext", "ToolDefinition", "ToolFunc"]
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+TOOL_NAME = _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class ToolDefinition(BaseModel):

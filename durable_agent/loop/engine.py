@@ -53,6 +53,7 @@ from ..nodes import (
 from ..runner import Driver
 from ..state import AgentRunState, RunError, RunStatus
 from ..stream import AgentStreamRecord, StreamKind, response_view
+from ..subagents import PARENT_RUN_ID, PARENT_TOOL_CALL_ID
 from ..tools import ToolDefinition
 from ..toolsets import ToolsetListing, ToolsetTool
 from ..usage import Usage
@@ -100,6 +101,12 @@ class AgentLoop(ToolSteps):
         """The conversation list this loop made itself, so it may append to it in place."""
         self._history_views: list[weakref.ref[AgentRunState]] = []
         """Checkpoint states handed out since the last message, sharing the conversation."""
+        metadata = state.metadata
+        self._parent: tuple[str | None, str | None] = (
+            metadata.get(PARENT_RUN_ID),
+            metadata.get(PARENT_TOOL_CALL_ID),
+        )
+        """A sub-agent's run names its parent run and call in each checkpoint's metadata."""
 
     # -- stream and boundaries -------------------------------------------------------------
 
@@ -143,7 +150,13 @@ class AgentLoop(ToolSteps):
             run_step=state.run_step,
             resume=AgentResumeEvidence.from_state(state, node, stream_cursor),
             state=view,
-            metadata=trusted(AgentCheckpointMetadata, span_id=None, trace_id=None),
+            metadata=trusted(
+                AgentCheckpointMetadata,
+                span_id=None,
+                trace_id=None,
+                parent_run_id=self._parent[0],
+                parent_tool_call_id=self._parent[1],
+            ),
         )
 
     def _add_message(self, message: ModelMessage) -> None:

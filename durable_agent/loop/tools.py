@@ -9,7 +9,7 @@ tools run touches.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
@@ -18,6 +18,7 @@ from ..errors import (
 )
 from ..executor import (
     AgentExecutionNode,
+    AgentExecutor,
 )
 from ..hitl import (
     DeferredToolCall,
@@ -26,6 +27,7 @@ from ..hitl import (
     PendingToolApproval,
     ToolApprovalDecision,
 )
+from ..ids import IdSource
 from ..messages import (
     ToolCall,
     ToolReturn,
@@ -45,6 +47,7 @@ from ..output import OUTPUT_TOOL_NAME
 from ..runner import NodeRunner
 from ..state import AgentRunState, RunStatus
 from ..stream import StreamKind, preview
+from ..subagents import SubagentCall, child_id, subagent_depth
 from ..tools import ToolDefinition
 from ..toolsets import ToolsetListing, ToolsetTool, check_approval_names, index_toolset_tools
 from ..usage import Usage
@@ -77,6 +80,8 @@ class ToolSteps:
     agent: Agent[Any]
     state: AgentRunState
     runner: NodeRunner
+    executor: AgentExecutor
+    ids: IdSource
     max_concurrent_tools: int | None
     idempotency_prefix: str
     _indexed: list[ToolsetListing] | None
@@ -276,6 +281,16 @@ class ToolSteps:
                 if item.override_arguments is not None
                 else item.call.arguments,
             )
+        for item in planned:
+            if item.call.name in agent.subagents:
+                subagent = agent.subagents[item.call.name]
+                self.emit(
+                    "subagent_start",
+                    N.TOOL_CALL,
+                    tool_call_id=item.call.id,
+                    agent=subagent.agent.name,
+                    workflow_id=child_id(self.idempotency_prefix, subagent.name, item),
+                )
         outcomes = await self._run_tools(planned)
         for item, outcome in zip(planned, outcomes, strict=True):
             self._apply_outcome(item.call, outcome)
@@ -289,11 +304,14 @@ class ToolSteps:
         """A name that is neither a function tool nor a listed toolset tool gets its retry
         prompt here: no node could run it, and only this run knows which tools it listed."""
         index = self._toolset_index()
-        names = sorted({*self.agent.tools, *index})
+        agent = self.agent
+        names = sorted({*agent.tools, *agent.subagents, *index})
         local = {
             position: unknown_tool(item.call, names)
             for position, item in enumerate(planned)
-            if item.call.name not in self.agent.tools and item.call.name not in index
+            if item.call.name not in agent.tools
+            and item.call.name not in agent.subagents
+            and item.call.name not in index
         }
         remote = iter(await self._dispatch([p for i, p in enumerate(planned) if i not in local]))
         return [local[i] if i in local else next(remote) for i in range(len(planned))]
@@ -302,17 +320,36 @@ class ToolSteps:
         if not planned:
             return []
         if len(planned) == 1:
-            return [await self.runner.tool_call(planned[0])]
+            return [await self._run_one(planned[0])]
         limit = self.max_concurrent_tools
         if limit is None or limit >= len(planned):
-            return list(await asyncio.gather(*(self.runner.tool_call(p) for p in planned)))
+            return list(await asyncio.gather(*(self._run_one(p) for p in planned)))
         semaphore = asyncio.Semaphore(limit)
 
         async def bounded(item: ToolCallInput) -> ToolCallOutcome:
             async with semaphore:
-                return await self.runner.tool_call(item)
+                return await self._run_one(item)
 
         return list(await asyncio.gather(*(bounded(p) for p in planned)))
+
+    def _run_one(self, item: ToolCallInput) -> Awaitable[ToolCallOutcome]:
+        """A sub-agent's call goes to the runner's `subagent_call` (a child run), every
+        other call to its `tool_call`."""
+        subagent = self.agent.subagents.get(item.call.name)
+        if subagent is None:
+            return self.runner.tool_call(item)
+        state = self.state
+        return self.runner.subagent_call(
+            SubagentCall(
+                input=item,
+                subagent=subagent,
+                parent_run_id=state.run_id,
+                depth=subagent_depth(state) + 1,
+                executor=self.executor,
+                ids=self.ids,
+                prefix=self.idempotency_prefix,
+            )
+        )
 
     def _apply_outcome(self, call: ToolCall, outcome: ToolCallOutcome) -> None:
         state = self.state
@@ -341,9 +378,21 @@ class ToolSteps:
             state.tool_retries = {**state.tool_retries, call.name: used}
         else:
             state.usage = state.usage.add(_ONE_TOOL_CALL)
+            if isinstance(outcome, ToolReturned) and outcome.usage is not None:
+                state.usage = state.usage.add(outcome.usage)
             if call.name in state.tool_retries:
                 state.tool_retries = {k: v for k, v in state.tool_retries.items() if k != call.name}
         state.pending_tool_returns = [*state.pending_tool_returns, tool_return]
+        subagent = self.agent.subagents.get(call.name)
+        if subagent is not None and isinstance(outcome, ToolReturned):
+            self.emit(
+                "subagent_end",
+                N.TOOL_CALL,
+                tool_call_id=call.id,
+                agent=subagent.agent.name,
+                is_error=tool_return.is_error,
+                usage=(outcome.usage or Usage()).model_dump(mode="json"),
+            )
         self.emit_built("tool_return", N.TOOL_CALL, lambda: _tool_return_data(call, tool_return))
 
     def _announce_wait(self, kind: StreamKind, call: PendingCall) -> None:

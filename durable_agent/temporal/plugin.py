@@ -61,6 +61,7 @@ from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunn
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent import Agent, UserError
+from durable_agent.subagents import agent_tree
 
 from .registry import AgentRegistration, registry
 from .sandbox import ContextCachingSandboxedWorkflowRunner, ignores_contexts
@@ -276,7 +277,7 @@ class DurableAgentPlugin(SimplePlugin):
         the name in `AgentWorkflowInput.agent`, so a second, different agent under a taken
         name would silently run in place of the first.
         """
-        for agent, registration in self._agents:
+        for agent, registration in self._with_subagents():
             if agent.name in registry:
                 existing = registry.get(agent.name)
                 if existing.agent is not agent:
@@ -294,6 +295,17 @@ class DurableAgentPlugin(SimplePlugin):
                     )
                 continue
             registry.register(agent, registration.activities if registration else None)
+
+    def _with_subagents(self) -> list[tuple[Agent[Any], AgentRegistration | None]]:
+        """This plugin's agents, each followed by its sub-agents (with default options):
+        registering a parent registers every agent its runs may start."""
+        expanded: list[tuple[Agent[Any], AgentRegistration | None]] = []
+        for agent, registration in self._agents:
+            for member in agent_tree(agent):
+                if any(member is known for known, _ in expanded):
+                    continue
+                expanded.append((member, registration if member is agent else None))
+        return expanded
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Registers the agents, then adds the workflow, activities and sandbox settings.

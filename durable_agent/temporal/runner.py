@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, RootModel
 from temporalio import workflow
@@ -34,11 +34,15 @@ from durable_agent.nodes import (
     ToolCallOutcome,
     ValidateOutputInput,
 )
+from durable_agent.subagents import SubagentCall
 from durable_agent.toolsets import ToolsetListing
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
 from .registry import AgentRegistration
+
+if TYPE_CHECKING:
+    from .workflow.subagents import SubagentRuns
 from .wire import (
     ListToolsActivityInput,
     PrepareActivityInput,
@@ -130,9 +134,16 @@ class ActivityNodeRunner:
         self.overrides = overrides if overrides is not None and not overrides.empty else None
         self.name = registration.agent.name
         self.config = registration.activities
+        self.subagent_runs: SubagentRuns | None = None
         self.packer = RequestPacker(
             history_offset=history_offset, history_digest=history_digest, cached=cached
         )
+
+    async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
+        """A child workflow per call (`workflow.subagents`), started by the workflow that
+        set `subagent_runs`."""
+        assert self.subagent_runs is not None, "the workflow sets subagent_runs"
+        return await self.subagent_runs.call(call)
 
     def digest_of(self, messages: list[ModelMessage]) -> str:
         """The digest of the whole conversation so far (for continue-as-new)."""

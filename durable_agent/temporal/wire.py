@@ -29,6 +29,10 @@ from durable_agent.nodes import (
 )
 
 __all__ = [
+    "HELD_BY_SUBAGENT",
+    "ParentLink",
+    "SubagentStatus",
+    "SubagentView",
     "EVENTS_TOPIC",
     "AWAITING_PROMPT",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
@@ -201,6 +205,19 @@ MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
 Temporal's timers."""
 
 
+HELD_BY_SUBAGENT = "held_by_subagent"
+"""The update error type of a decision sent to a parent for a call its sub-agent's child
+workflow holds; the error's first detail is that workflow's id."""
+
+
+class ParentLink(BaseModel):
+    """Set on a sub-agent's child workflow: the workflow and tool call that started it,
+    which it tells of each change of its status (`subagent_status`)."""
+
+    workflow_id: str
+    tool_call_id: str
+
+
 class AgentWorkflowInput(BaseModel):
     agent: str = Field(description="Name of an agent registered on the worker.")
     prompt: str = ""
@@ -227,6 +244,8 @@ class AgentWorkflowInput(BaseModel):
     """A session waiting this long for its next prompt ends (None: it waits for ever)."""
     continuation: Continuation | None = None
     """Set only by the workflow itself when it continues as new."""
+    parent: ParentLink | None = omit_none()
+    """Set only for a sub-agent's run, by the parent workflow that starts it."""
 
     def problem(self) -> str | None:
         """What makes this input unrunnable, checked where bad input cannot stick a run:
@@ -331,6 +350,32 @@ class PendingApprovalView(BaseModel):
     overridable: bool = False
     """Whether an approval may replace the arguments: the tool is one whose arguments the
     workflow can validate."""
+    workflow_id: str | None = None
+    """The workflow holding the call, where its decision goes: this run's own, or a
+    sub-agent's child workflow (`AgentRunHandle.approve` routes there)."""
+    agent: str | None = omit_none()
+    """For a sub-agent's call: the agent that made it."""
+
+
+class SubagentView(BaseModel):
+    """A sub-agent call of this run: its child workflow and what that is doing (the
+    `status` query's values)."""
+
+    tool_call_id: str
+    agent: str
+    workflow_id: str
+    status: str
+    usage: Usage = Field(default_factory=Usage)
+
+
+class SubagentStatus(BaseModel):
+    """What a sub-agent's workflow tells its parent when its status changes."""
+
+    workflow_id: str
+    tool_call_id: str
+    status: str
+    pending_approvals: list[PendingApprovalView] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
 
 
 class SessionView(BaseModel):
@@ -367,6 +412,8 @@ class AgentStatusView(BaseModel):
     """For a fork or a retry: the boundary it started from."""
     session: SessionView | None = None
     """For a session run: its turns and whether it waits for the next prompt."""
+    subagents: list[SubagentView] = Field(default_factory=list)
+    """The child workflows of this run's sub-agent calls, oldest first."""
 
 
 class HistoryPageQuery(BaseModel):

@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 
 from ..agent import Agent
 from ..errors import UserError
+from ..subagents import agent_tree
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
 from .registry import AgentRegistry, registry
@@ -66,8 +67,15 @@ def register_module(target: AgentRegistry, module_name: str) -> list[str]:
         )
     names = []
     for agent in agents:
-        if agent.name not in target:
-            target.register(agent)
+        for member in agent_tree(agent):
+            if member.name in target:
+                if target.get(member.name).agent is not member:
+                    raise WorkerStartError(
+                        f"--agents {module_name}: two different agents are named "
+                        f"{member.name!r}; give each a unique name with AgentBuilder.name(...)"
+                    )
+                continue
+            target.register(member)
         names.append(agent.name)
     return names
 

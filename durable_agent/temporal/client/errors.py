@@ -3,11 +3,8 @@ tells them apart by type, and each message names the run and the way out."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
+from collections.abc import Sequence
+from typing import Any
 
 from .listing import WORKFLOW_TYPE
 
@@ -71,9 +68,18 @@ class Rejected(AgentRunError):
     `message` is the validator's own text (e.g. "no pending approval for tool call id
     'x'; pending: ['d1']") and `type` its error type (e.g. `invalid_approval`)."""
 
-    def __init__(self, workflow_id: str, message: str, type: str | None) -> None:
+    def __init__(
+        self,
+        workflow_id: str,
+        message: str,
+        type: str | None,
+        *,
+        details: Sequence[Any] = (),
+    ) -> None:
         super().__init__(message, workflow_id=workflow_id)
         self.type = type
+        self.details = tuple(details)
+        """The validator's error details (a sub-agent's call: the workflow holding it)."""
 
 
 class NoWorker(AgentRunError):

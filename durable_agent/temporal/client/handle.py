@@ -37,6 +37,7 @@ from ..search_attributes import AGENT_NAME
 from ..signing import sign_signal
 from ..storage import STORAGE_ENV
 from ..wire import (
+    HELD_BY_SUBAGENT,
     AgentStatusView,
     AgentWorkflowInput,
     AgentWorkflowResult,
@@ -317,10 +318,17 @@ class AgentRunHandle:
         return await self._decide(request)
 
     async def _decide(self, request: ApprovalSignal) -> UpdateAccepted:
+        """Sends the decision to the workflow holding the call: this run, or (when this
+        run says a sub-agent's child workflow holds it) that one, signed for it."""
         keys = self.agents.approval_keys
-        if keys is not None:
-            request = sign_signal(keys, self.id, request)
-        return await self._update("approval", AgentWorkflow.submit_approval, request)
+        signed = sign_signal(keys, self.id, request) if keys is not None else request
+        try:
+            return await self._update("approval", AgentWorkflow.submit_approval, signed)
+        except Rejected as refused:
+            if refused.type != HELD_BY_SUBAGENT or not refused.details:
+                raise
+            holder = self.agents.get(str(refused.details[0]))
+        return await holder._decide(request)
 
     async def deferred(
         self,
@@ -525,7 +533,9 @@ class AgentRunHandle:
             except WorkflowUpdateFailedError as error:
                 cause = error.cause
                 if isinstance(cause, ApplicationError):
-                    raise Rejected(self.id, cause.message, cause.type) from None
+                    raise Rejected(
+                        self.id, cause.message, cause.type, details=cause.details
+                    ) from None
                 raise Rejected(self.id, str(cause), None) from None
             except WorkflowQueryFailedError as error:
                 raise AgentRunError(

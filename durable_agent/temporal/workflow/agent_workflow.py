@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ResumeSignal,
         RunLink,
         SteerSignal,
+        SubagentStatus,
         SuspendSignal,
         UpdateAccepted,
     )
@@ -66,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from .opening import Opening, node_runner
     from .port import TemporalPort
     from .sessions import Session, result_of
+    from .subagents import SUBAGENT_STATUS_SIGNAL, SubagentRuns
     from .visibility import Visibility
 
 __all__ = ["AgentWorkflow"]
@@ -95,7 +97,10 @@ class AgentWorkflow:
         self.decisions = HumanDecisions(
             live, port, status=self._status, publish=self._publish, keys=worker_keys.get
         )
-        self.visibility = Visibility(live, self.executor, self.session, self.decisions, port)
+        self.subagents = SubagentRuns(port, self._publish)
+        self.visibility = Visibility(
+            live, self.executor, self.session, self.decisions, port, self.subagents
+        )
         self.chain = Chain(
             live,
             self.executor,
@@ -145,6 +150,7 @@ class AgentWorkflow:
             raise self._failed(InvalidInput(self._input_problem))
         registration = self._registration(input)
         runner = node_runner(registration, input)
+        runner.subagent_runs = self.subagents
         controller = RunController(
             self._agent(registration, input),
             Driver(
@@ -368,7 +374,8 @@ class AgentWorkflow:
 
     @workflow.signal
     def approval(self, *inputs: Any) -> None:
-        self._approvals.signal(inputs)
+        if not self.subagents.forward(inputs):
+            self._approvals.signal(inputs)
 
     @workflow.update
     def submit_approval(self, request: ApprovalSignal) -> UpdateAccepted:
@@ -378,7 +385,16 @@ class AgentWorkflow:
 
     @submit_approval.validator
     def _validate_approval(self, request: ApprovalSignal) -> None:
+        if (held := self.subagents.refusal(request.tool_call_id)) is not None:
+            raise held
         self._approvals.validate(request)
+
+    @workflow.signal(name=SUBAGENT_STATUS_SIGNAL)
+    def subagent_status(self, *inputs: Any) -> None:
+        """A sub-agent's child workflow reporting its status (never sent by people)."""
+        report = parse_signal(SubagentStatus, SUBAGENT_STATUS_SIGNAL, inputs, self._port)
+        if report is not None:
+            self.subagents.update(report)
 
     @workflow.signal
     def deferred_result(self, *inputs: Any) -> None:

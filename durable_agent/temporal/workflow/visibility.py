@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from .live import LiveRun
     from .port import WorkflowPort
     from .sessions import Session
+    from .subagents import ParentNotifier, SubagentRuns
 
 __all__ = ["Visibility"]
 
@@ -49,8 +50,12 @@ class Visibility:
         session: Session,
         decisions: HumanDecisions,
         port: WorkflowPort,
+        subagents: SubagentRuns,
     ) -> None:
         self._live = live
+        self._subagents = subagents
+        parent = live.input.parent
+        self._parent = ParentNotifier(parent, port) if parent is not None else None
         self._executor = executor
         self._session = session
         self._decisions = decisions
@@ -67,13 +72,18 @@ class Visibility:
             return RunStatus.STARTING.value
         if self._executor.is_suspended:
             return RunStatus.WAITING.value
+        if state.status is RunStatus.RUNNING and self._subagents.waiting():
+            return RunStatus.WAITING.value
         return state.status.value
 
     def publish(self) -> None:
         status = self.status()
         ended = status in _ENDED
         # A run that ended waits for nobody, whatever calls its last state still lists.
-        pending = [] if ended else [p for p in self.undecided() if not p.decided]
+        pending = [] if ended else [p for p in self.pending_approvals() if not p.decided]
+        if self._parent is not None:
+            state = self._live.state
+            self._parent.changed(status, pending, state.usage if state else Usage())
         key = (status, len(pending))
         if key != self._published:
             self._published = key
@@ -117,6 +127,13 @@ class Visibility:
             self._pending(a, a.decision is not None or a.tool_call_id in decisions, approval=True)
             for a in (state.pending_approval_tool_returns if state else [])
         ]
+
+    def pending_approvals(self) -> list[PendingApprovalView]:
+        """This run's approvals, then its sub-agents' (each naming the workflow that
+        holds it): one list for the people who decide them."""
+        own = self._port.identity().workflow_id
+        mine = [p.model_copy(update={"workflow_id": own}) for p in self.undecided()]
+        return mine + self._subagents.pending()
 
     def _deferred(self) -> list[PendingApprovalView]:
         state = self._live.state
@@ -187,7 +204,7 @@ class Visibility:
             run_id=state.run_id if state else None,
             conversation_id=state.conversation_id if state else None,
             suspend_reason=executor.suspended_reason,
-            pending_approvals=self.undecided(),
+            pending_approvals=self.pending_approvals(),
             deferred_calls=self._deferred(),
             usage=state.usage if state else Usage(),
             output=state.output if state else None,
@@ -197,4 +214,5 @@ class Visibility:
             steering=list(state.pending_steering) if state else [],
             forked_from=forked_from,
             session=self._session.view(),
+            subagents=self._subagents.views(),
         )

@@ -1,0 +1,254 @@
+"""Sub-agents on Temporal: each call a child `AgentWorkflow`, one tree for humans.
+
+The parent starts one child per call, with an id made of its own workflow id, run, step and
+call id: unique over the chain (tool call ids repeat across a session's turns), the same on
+replay, so a worker crash or a replay never starts a second child (Temporal matches the
+recorded start). The child is cancelled with the parent (`REQUEST_CANCEL`).
+
+While the parent awaits a child, the child tells it of each change of its status by signal
+(`subagent_status`): the parent's `status` then reads `waiting` while a descendant waits for
+a human, and lists the descendant's pending calls with the workflow that holds each. A
+decision sent to the parent for a child's call is forwarded (signal) or refused with the
+holder's id (update: a workflow cannot update another), which `AgentRunHandle.approve`
+follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    TimeoutError,
+)
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from ...errors import UserError
+    from ...messages import ToolCall, ToolReturn
+    from ...nodes import ToolCallOutcome, ToolReturned
+    from ...state import RunStatus
+    from ...subagents import (
+        MAX_SUBAGENT_DEPTH,
+        SubagentCall,
+        depth_exceeded,
+        subagent_failure,
+    )
+    from ...usage import Usage
+    from ..wire import (
+        AgentWorkflowInput,
+        AgentWorkflowResult,
+        HELD_BY_SUBAGENT,
+        ApprovalSignal,
+        ParentLink,
+        PendingApprovalView,
+        SubagentStatus,
+        SubagentView,
+    )
+    from .port import WorkflowPort
+
+__all__ = ["SUBAGENT_STATUS_SIGNAL", "ParentNotifier", "SubagentRuns"]
+
+SUBAGENT_STATUS_SIGNAL = "subagent_status"
+
+
+class SubagentRuns:
+    """The child workflows of this run's sub-agent calls, and what each reported."""
+
+    def __init__(self, port: WorkflowPort, publish: Callable[[], None]) -> None:
+        self._port = port
+        self._publish = publish
+        self._views: dict[str, SubagentView] = {}
+        self._pending: dict[str, list[PendingApprovalView]] = {}
+        self._forwarding: set[asyncio.Future[None]] = set()
+
+    async def call(self, call: SubagentCall) -> ToolCallOutcome:
+        tool_call = call.input.call
+        if call.depth > MAX_SUBAGENT_DEPTH:
+            return depth_exceeded(tool_call, call.depth)
+        try:
+            prompt = call.subagent.prompt_of(tool_call, call.input.override_arguments)
+        except UserError as error:
+            return subagent_failure(tool_call, error.kind, error.message)
+        own = self._port.identity()
+        child_id = call.child_id
+        agent = call.subagent.agent.name
+        timeout = call.subagent.timeout_seconds
+        view = SubagentView(
+            tool_call_id=tool_call.id, agent=agent, workflow_id=child_id, status="starting"
+        )
+        self._views[child_id] = view
+        self._publish()
+        try:
+            result: AgentWorkflowResult = await workflow.execute_child_workflow(
+                "AgentWorkflow",
+                AgentWorkflowInput(
+                    agent=agent,
+                    prompt=prompt,
+                    metadata=call.metadata,
+                    parent=ParentLink(workflow_id=own.workflow_id, tool_call_id=tool_call.id),
+                ),
+                id=child_id,
+                task_queue=call.subagent.task_queue,
+                result_type=AgentWorkflowResult,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                execution_timeout=timedelta(seconds=timeout) if timeout is not None else None,
+                static_summary=f"sub-agent {agent} · {tool_call.id}",
+            )
+        except ChildWorkflowError as error:
+            kind, message = _failure_of(error, timeout)
+            self._ended(child_id, "cancelled" if kind == "cancelled" else "failed")
+            return subagent_failure(tool_call, kind, message, view.usage)
+        self._ended(child_id, result.status, result.usage)
+        return _finished(tool_call, result)
+
+    def _ended(self, child_id: str, status: str, usage: Usage | None = None) -> None:
+        view = self._views[child_id]
+        view.status = status
+        if usage is not None:
+            view.usage = usage
+        self._pending.pop(child_id, None)
+        self._publish()
+
+    # -- what children report ------------------------------------------------------------
+
+    def update(self, report: SubagentStatus) -> None:
+        """A child's `subagent_status` signal. Reports of children this run did not start
+        (or that ended) are ignored: only the parent's own children change its status."""
+        view = self._views.get(report.workflow_id)
+        if view is None or view.status in _ENDED:
+            return
+        view.status = report.status
+        view.usage = report.usage
+        self._pending[report.workflow_id] = [
+            p.model_copy(update={"workflow_id": p.workflow_id or report.workflow_id})
+            for p in report.pending_approvals
+        ]
+        self._publish()
+
+    def views(self) -> list[SubagentView]:
+        return list(self._views.values())
+
+    def waiting(self) -> bool:
+        """A child (or a descendant of one) waits for a human."""
+        return any(
+            view.status == RunStatus.WAITING.value and view.status not in _ENDED
+            for view in self._views.values()
+        )
+
+    def pending(self) -> list[PendingApprovalView]:
+        """The descendants' calls waiting for a decision, each naming its workflow."""
+        return [p for calls in self._pending.values() for p in calls]
+
+    def holder_of(self, tool_call_id: str) -> str | None:
+        """The workflow holding a descendant's pending call, or None."""
+        for pending in self.pending():
+            if pending.tool_call_id == tool_call_id and not pending.decided:
+                return pending.workflow_id
+        return None
+
+    def forward(self, inputs: tuple[Any, ...]) -> bool:
+        """Sends an `approval` signal meant for a descendant's call on to its workflow;
+        False when the call is not a descendant's (this run handles it)."""
+        if len(inputs) != 1 or not isinstance(inputs[0], dict):
+            return False
+        call_id = inputs[0].get("tool_call_id")
+        holder = self.holder_of(call_id) if isinstance(call_id, str) else None
+        if holder is None:
+            return False
+        request = ApprovalSignal.model_validate(inputs[0])
+        handle = workflow.get_external_workflow_handle(holder)
+        sending = asyncio.ensure_future(
+            _quietly(handle.signal("approval", request), self._port, holder)
+        )
+        self._forwarding.add(sending)
+        sending.add_done_callback(self._forwarding.discard)
+        return True
+
+    def refusal(self, tool_call_id: str) -> ApplicationError | None:
+        """The update error for a decision sent here for a descendant's call."""
+        holder = self.holder_of(tool_call_id)
+        if holder is None:
+            return None
+        return ApplicationError(
+            f"tool call {tool_call_id!r} is held by sub-agent workflow {holder!r}: send the "
+            "decision there (AgentRunHandle.approve on this run does)",
+            holder,
+            type=HELD_BY_SUBAGENT,
+            non_retryable=True,
+        )
+
+
+_ENDED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value)
+
+
+def _finished(call: ToolCall, result: AgentWorkflowResult) -> ToolCallOutcome:
+    """The child's output as the call's return: what `subagent_finished` makes of a
+    child's final state in-process, from the child workflow's result."""
+    content = result.structured_output if result.structured_output is not None else result.output
+    return ToolReturned(
+        tool_return=ToolReturn(tool_call_id=call.id, name=call.name, content=content),
+        usage=result.usage,
+    )
+
+
+def _failure_of(error: ChildWorkflowError, timeout: float | None) -> tuple[str, str]:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return cause.type or "ApplicationError", cause.message
+    if isinstance(cause, TimeoutError):
+        return "timeout", f"did not finish within {timeout:g} s" if timeout else "timed out"
+    if isinstance(cause, CancelledError):
+        return "cancelled", "the sub-agent's run was cancelled"
+    return type(cause).__name__ if cause else "child_workflow_error", str(cause or error)
+
+
+async def _quietly(send: Any, port: WorkflowPort, target: str) -> None:
+    try:
+        await send
+    except Exception as error:  # the target ended: nothing waits for the message any more
+        port.logger.warning("signal to %s not delivered: %s", target, error)
+
+
+class ParentNotifier:
+    """A sub-agent's run telling its parent of each change of its status, in order."""
+
+    def __init__(self, parent: ParentLink, port: WorkflowPort) -> None:
+        self._parent = parent
+        self._port = port
+        self._last: tuple[str, tuple[tuple[str, bool], ...]] | None = None
+        self._sending: asyncio.Future[None] | None = None
+
+    def changed(self, status: str, pending: list[PendingApprovalView], usage: Usage) -> None:
+        if status in _ENDED:
+            return  # the parent learns the end from the child's result
+        key = (status, tuple((p.tool_call_id, p.decided) for p in pending))
+        if key == self._last:
+            return
+        self._last = key
+        own = self._port.identity().workflow_id
+        report = SubagentStatus(
+            workflow_id=own,
+            tool_call_id=self._parent.tool_call_id,
+            status=status,
+            pending_approvals=[
+                p.model_copy(update={"workflow_id": p.workflow_id or own}) for p in pending
+            ],
+            usage=usage,
+        )
+        previous = self._sending
+        self._sending = asyncio.ensure_future(self._send(previous, report))
+
+    async def _send(self, previous: asyncio.Future[None] | None, report: SubagentStatus) -> None:
+        if previous is not None:
+            await previous
+        handle = workflow.get_external_workflow_handle(self._parent.workflow_id)
+        await _quietly(
+            handle.signal(SUBAGENT_STATUS_SIGNAL, report), self._port, self._parent.workflow_id
+        )

@@ -1,0 +1,221 @@
+"""Sub-agents (#27): a lead delegating to specialists, in-process and as child workflows.
+
+The same scenario runs on both drivers and gives the same messages and usage; on Temporal
+each call is one child `AgentWorkflow`, and a child waiting for a human makes its parent
+wait, with the child's call in the parent's pending approvals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from durable_agent import AgentBuilder, TestModel, UserError
+from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
+from durable_agent.temporal.client import AgentClient
+from durable_agent.temporal.plugin import DurableAgentPlugin, PluginConfigurationError
+from durable_agent.temporal.registry import AgentRegistry, registry
+from durable_agent.temporal.search_attributes import PENDING_APPROVALS
+from durable_agent.temporal.worker import WorkerStartError, register_module
+
+from . import subagent_agents as agents
+from .helpers import RecordingExecutor
+from .temporal_support import new_worker, unique
+
+
+def _register() -> None:
+    register_module(registry, "tests.subagent_agents")
+
+
+# -- in-process ------------------------------------------------------------------------------
+
+
+async def test_the_sub_agents_output_is_the_tool_result_and_usage_adds_up() -> None:
+    executor = RecordingExecutor()
+    result = await agents.checker.with_executor(executor).run("check the tides")
+
+    assert result.status.value == "completed"
+    returns = {p.tool_call_id: p for p in result.messages[2].parts}  # type: ignore[union-attr]
+    assert returns["k2"].content == {"topic": "tides", "confidence": 0.9}
+    assert not returns["k2"].is_error
+    # A failing sub-agent is the parent's model's business: an error it reads.
+    assert returns["k1"].is_error
+    assert returns["k1"].error_kind == "subagent_failed"
+    assert "usage_limit_exceeded" in returns["k1"].content
+    # The parent's own two requests, plus the analyst's one.
+    assert result.usage.requests == 3
+    own = sum(m.usage.requests for m in result.messages if m.kind == "response")
+    assert own == 2
+
+
+async def test_checkpoints_of_a_sub_agent_go_to_the_parents_executor_naming_the_call() -> None:
+    executor = RecordingExecutor()
+    result = await agents.checker.with_executor(executor).run("check")
+    parent_run = result.state.run_id
+    children = [c for c in executor.checkpoints if c.metadata.parent_tool_call_id]
+    assert {c.metadata.parent_tool_call_id for c in children} == {"k1", "k2"}
+    assert {c.metadata.parent_run_id for c in children} == {parent_run}
+    assert all(c.run_id != parent_run for c in children)
+    own = [c for c in executor.checkpoints if c.run_id == parent_run]
+    assert all(c.metadata.parent_run_id is None for c in own)
+    assert "parent_run_id" not in own[0].model_dump(mode="json")["metadata"]
+
+
+async def test_a_sub_agent_needing_approval_can_be_approved_as_a_tool() -> None:
+    lead = (
+        AgentBuilder(TestModel.with_responses(agents.lead_script()))
+        .name("lead-approving")
+        .subagent(agents.researcher)
+        .subagent(agents.analyst, name="analyse", description="Analyse a topic.")
+        .approval_required_tools(["researcher"])
+        .build()
+    )
+    params = lead.request_parameters()
+    tools = {t.name: t for t in params.function_tools}
+    assert tools["analyse"].description == "Analyse a topic."
+    assert tools["researcher"].parameters_json_schema["required"] == ["prompt"]
+    assert tools["researcher"].description.startswith("Research the topic")
+    first = await lead.run("go")
+    assert first.status.value == "waiting"
+    assert [a.tool_name for a in first.pending_approvals] == ["researcher"]
+    done = await lead.resume_after_hitl(first.state, approvals={"c1": True})
+    assert done.status.value == "completed"
+    assert done.usage.requests == 4  # two of the lead's, two of the researcher's
+
+
+async def test_bad_sub_agent_arguments_and_configuration() -> None:
+    with pytest.raises(UserError, match="name of another tool"):
+        AgentBuilder(TestModel.with_text("x")).subagent(agents.researcher).subagent(
+            agents.researcher
+        ).build()
+    with pytest.raises(UserError, match="built Agent"):
+        AgentBuilder(TestModel.with_text("x")).subagent("researcher")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="timeout_seconds"):
+        AgentBuilder(TestModel.with_text("x")).subagent(agents.researcher, timeout_seconds=0)
+    lead = (
+        AgentBuilder(TestModel.with_responses(agents.bad_arguments_script()))
+        .name("lead-bad")
+        .subagent(agents.researcher)
+        .build()
+    )
+    result = await lead.run("go")
+    tool_return = result.messages[2].parts[0]  # type: ignore[union-attr]
+    assert tool_return.is_error
+    assert "prompt" in tool_return.content
+
+
+async def test_registering_a_parent_registers_its_sub_agents() -> None:
+    target = AgentRegistry()
+    assert register_module(target, "tests.subagent_agents") == ["lead", "checker"]
+    assert set(target.names()) == {"lead", "checker", "researcher", "writer", "flaky", "analyst"}
+    register_module(target, "tests.subagent_agents")  # the same objects again: harmless
+
+    impostor = AgentBuilder(TestModel.with_text("x")).name("researcher").build()
+    clash = AgentBuilder(TestModel.with_text("x")).name("clash").subagent(impostor).build()
+    module = types.ModuleType("tests._clashing_agents")
+    module.AGENTS = [agents.lead, clash]  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    try:
+        with pytest.raises(WorkerStartError, match="'researcher'"):
+            register_module(AgentRegistry(), module.__name__)
+    finally:
+        del sys.modules[module.__name__]
+    _register()
+    with pytest.raises(PluginConfigurationError, match="'researcher'"):
+        DurableAgentPlugin(agents=[clash]).register_agents()
+    assert registry.get("researcher").agent is agents.researcher
+
+
+# -- on Temporal -------------------------------------------------------------------------------
+
+
+async def _status_until(handle: Any, done: Any, timeout: float = 30) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        view = await handle.query(AgentWorkflow.status)
+        if done(view):
+            return view
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"the status never got there: {view}")
+        await asyncio.sleep(0.1)
+
+
+def _child_starts(history: Any) -> list[str]:
+    return [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    ]
+
+
+async def test_on_temporal_each_call_is_one_child_and_the_result_matches_in_process(
+    client: Client,
+) -> None:
+    _register()
+    in_process = await agents.checker.run("check the tides")
+    async with new_worker(client) as worker:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(agent="checker", prompt="check the tides"),
+            id=unique("checker"),
+            task_queue=worker.task_queue,
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+        status = await handle.query(AgentWorkflow.status)
+        history = await handle.fetch_history()
+    assert result.status == "completed"
+    assert result.usage == in_process.usage
+    assert result.output == in_process.output
+    children = _child_starts(history)
+    assert len(children) == 2
+    assert len(set(children)) == 2
+    assert all(c.startswith(handle.id + "--") for c in children)
+    views = {v.tool_call_id: v for v in status.subagents}
+    assert views["k1"].agent == "flaky"
+    assert views["k1"].status == "failed"
+    assert views["k2"].agent == "analyst"
+    assert views["k2"].status == "completed"
+    assert views["k2"].workflow_id in children
+    assert status.usage == in_process.usage
+
+
+async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_routes_there(
+    client: Client, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
+    _register()
+    async with new_worker(client) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("lead", "research tides", workflow_id=unique("lead"))
+        view = await _status_until(
+            run.handle,
+            lambda v: (
+                v.status == "waiting"
+                and {s.agent: s.status for s in v.subagents}.get("researcher") == "completed"
+            ),
+        )
+        assert [(p.tool_call_id, p.tool_name, p.agent) for p in view.pending_approvals] == [
+            ("p1", "publish", None)
+        ]
+        holder = view.pending_approvals[0].workflow_id
+        writer_view = {v.agent: v for v in view.subagents}["writer"]
+        assert holder == writer_view.workflow_id != run.id
+        assert writer_view.status == "waiting"
+        description = await run.handle.describe()
+        assert description.typed_search_attributes.get(PENDING_APPROVALS) == 1
+        # The parent cannot take the update; its handle follows it to the child.
+        accepted = await run.approve("p1", by="alice")
+        assert accepted.accepted
+        result = await asyncio.wait_for(run.result(), 60)
+    assert result.status == "completed"
+    runs = (tmp_path / "tool_runs").read_text().splitlines()
+    assert sorted(runs) == ["publish", "search"]
+    # The lead's two requests, the researcher's two and the writer's two.
+    assert result.usage.requests == 6
+    assert result.usage.tool_calls == 4
