@@ -42,9 +42,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from ...usage import Usage
     from ..wire import (
+        HELD_BY_SUBAGENT,
         AgentWorkflowInput,
         AgentWorkflowResult,
-        HELD_BY_SUBAGENT,
         ApprovalSignal,
         ParentLink,
         PendingApprovalView,
