@@ -613,3 +613,44 @@ async def test_an_unknown_run_or_call_is_answered_with_what_is_true(
     assert no_call.status == 404
     assert f"run {handle.id} has no pending call 'c9'" in no_call_text
     assert [p.decided for p in before.pending_approvals] == [False]
+
+
+async def test_a_sub_agents_call_shows_once_under_its_top_level_run_and_is_approved_there(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    lead_name = f"inbox-lead-{uuid.uuid4().hex[:6]}"
+    deployer = registry.get(agents.deployer).agent
+    registry.register(
+        AgentBuilder(FunctionModel(_script(agents.deployer, {"prompt": "ship v3"}, "L1")))
+        .name(lead_name)
+        .subagent(deployer)
+        .build()
+    )
+    # The inbox is told of the sub-agent too: its own run must still not get a card.
+    names = (lead_name, agents.deployer)
+    async with new_worker(client) as worker:
+        settings = InboxSettings(secret="s" * 40, users=users, poll_seconds=0.5, agents=names)
+        inbox_client = AgentClient(client, task_queue=worker.task_queue)
+        async with InboxServer(create_app(inbox_client, settings), "127.0.0.1", 0) as server:
+            handle = await start_agent(client, worker, lead_name, "release v3")
+            await wait_for_status(handle, "waiting", timeout=30)
+            page, run = await open_card(browser, server.url, "alice", handle)
+            text = await run.inner_text()
+            assert "deploy needs approval" in text
+            assert f"asked by sub-agent {agents.deployer}" in text
+            conversation = run.locator("[data-testid=subagent-conversation]")
+            await conversation.locator("summary").click()
+            assert "ship v3" in await conversation.inner_text()  # the sub-agent's prompt
+            await asyncio.sleep(1.5)  # a few polls: the child's own run gets no card
+            assert await page.locator("section.call[data-call-id=d1]").count() == 1
+            assert await page.locator("article.run").count() == 1
+
+            await run.locator("[data-testid=approve]").click()
+            flash = run.locator("[data-testid=flash]")
+            await flash.wait_for()
+            assert "approved deploy (d1) as alice" in await flash.inner_text()
+            result = await asyncio.wait_for(handle.result(), 60)
+            await page.context.close()
+    assert result.output == "model saw: model saw: deployed prod with 2 replicas"
+    assert agents.deployed == [{"env": "prod", "replicas": 2}]

@@ -8,6 +8,7 @@ wait, with the child's call in the parent's pending approvals.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import types
 from typing import Any
@@ -19,12 +20,14 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, TestModel, UserError
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.client import AgentClient
+from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.plugin import DurableAgentPlugin, PluginConfigurationError
 from durable_agent.temporal.registry import AgentRegistry, registry
 from durable_agent.temporal.search_attributes import PENDING_APPROVALS
 from durable_agent.temporal.worker import WorkerStartError, register_module
 
 from . import subagent_agents as agents
+from .cli_support import Cli, cli_runner
 from .helpers import RecordingExecutor
 from .temporal_support import new_worker, unique
 
@@ -146,6 +149,19 @@ async def _status_until(handle: Any, done: Any, timeout: float = 30) -> Any:
         await asyncio.sleep(0.1)
 
 
+async def _listed_ids(cli: Cli, *argv: str) -> list[str]:
+    """`durable-agent list --status waiting` ids (retried a while when empty: visibility
+    lags the runs)."""
+    ids: list[str] = []
+    for _ in range(25):
+        outcome = await cli("list", "--json", "--status", "waiting", *argv)
+        ids = [run["workflow_id"] for run in outcome.json()] if outcome.out.strip() else []
+        if ids:
+            break
+        await asyncio.sleep(0.2)
+    return ids
+
+
 def _child_starts(history: Any) -> list[str]:
     return [
         e.start_child_workflow_execution_initiated_event_attributes.workflow_id
@@ -186,8 +202,13 @@ async def test_on_temporal_each_call_is_one_child_and_the_result_matches_in_proc
 
 
 async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_routes_there(
-    client: Client, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    client: Client,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    dev_server: DevServer,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    cli = cli_runner(dev_server.address, capsys)
     monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
     _register()
     async with new_worker(client) as worker:
@@ -201,7 +222,7 @@ async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_ro
             ),
         )
         assert [(p.tool_call_id, p.tool_name, p.agent) for p in view.pending_approvals] == [
-            ("p1", "publish", None)
+            ("p1", "publish", "writer")
         ]
         holder = view.pending_approvals[0].workflow_id
         writer_view = {v.agent: v for v in view.subagents}["writer"]
@@ -209,6 +230,18 @@ async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_ro
         assert writer_view.status == "waiting"
         description = await run.handle.describe()
         assert description.typed_search_attributes.get(PENDING_APPROVALS) == 1
+        shown = await cli("status", run.id)
+        assert shown.code == 0, shown.err
+        assert "sub-agents (2):" in shown.out
+        assert re.search(r"c2\s+writer\s+waiting", shown.out), shown.out
+        assert re.search(r"c1\s+researcher\s+completed", shown.out), shown.out
+        assert f"[sub-agent writer, {holder}]" in shown.out
+        as_json = (await cli("status", run.id, "--json")).json()
+        assert as_json["subagents"][holder]["status"] == "waiting"
+        # Once visibility lists the child (with --all), the default list leaves it out.
+        assert holder in await _listed_ids(cli, "--agent", "writer", "--all")
+        assert await _listed_ids(cli, "--agent", "writer") == []
+        assert run.id in await _listed_ids(cli, "--agent", "lead")
         # The parent cannot take the update; its handle follows it to the child.
         accepted = await run.approve("p1", by="alice")
         assert accepted.accepted

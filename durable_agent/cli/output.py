@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -80,6 +80,9 @@ class StatusReport(BaseModel):
     view: AgentStatusView | None
     result: AgentWorkflowResult | None = None
     failure: str | None = None
+    subagents: dict[str, AgentStatusView] = Field(default_factory=dict)
+    """The `status` of each descendant's child workflow, by workflow id (the tree's nodes
+    below this run; one a closed child's worker cannot answer for is left out)."""
 
 
 # -- plain streams --------------------------------------------------------------------------
@@ -172,6 +175,7 @@ def print_status(report: StatusReport) -> None:
         lines.append(("closed", _time(report.close_time)))
     if report.view is not None:
         lines += _view_lines(report.workflow_id, report.view)
+        lines += _tree_lines(report.view, report.subagents, depth=1)
     if report.result is not None:
         lines.append(("result", output_text(report.result)))
     if report.failure is not None:
@@ -220,6 +224,24 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
     return lines
 
 
+def _tree_lines(
+    view: AgentStatusView, known: dict[str, AgentStatusView], *, depth: int
+) -> list[tuple[str, str]]:
+    """The run's sub-agent calls as a tree: each child's agent, status and usage, and
+    under it its own children."""
+    if not view.subagents:
+        return []
+    indent = "  " * depth
+    lines = [("", f"{indent[2:]}sub-agents ({len(view.subagents)}):")] if depth == 1 else []
+    for child in view.subagents:
+        usage = _usage_line(child.usage)
+        lines.append(("", f"{indent}{child.tool_call_id}  {child.agent}  {child.status}  {usage}"))
+        lines.append(("", f"{indent}  {child.workflow_id}"))
+        if (below := known.get(child.workflow_id)) is not None:
+            lines += _tree_lines(below, known, depth=depth + 1)
+    return lines
+
+
 def _calls_lines(title: str, calls: list[PendingApprovalView]) -> list[tuple[str, str]]:
     if not calls:
         return [("", f"{title}: none")]
@@ -227,6 +249,8 @@ def _calls_lines(title: str, calls: list[PendingApprovalView]) -> list[tuple[str
     for call in calls:
         done = "  [decided]" if call.decided else ""
         reason = f"  ({call.reason})" if call.reason else ""
+        if call.agent:
+            reason += f"  [sub-agent {call.agent}, {call.workflow_id}]"
         arguments = compact(call.arguments)
         lines.append(("", f"  {call.tool_call_id}  {call.tool_name}  {arguments}{reason}{done}"))
     return lines

@@ -267,6 +267,8 @@ def status(settings: Settings, workflow_id: str) -> Awaitable[int]:
             close_time=description.close_time,
             view=await _status_view(handle, closed=closed),
         )
+        if report.view is not None:
+            report.subagents = await _subagent_views(settings, report.view)
         if closed:
             try:
                 report.result = await handle.result()
@@ -279,6 +281,22 @@ def status(settings: Settings, workflow_id: str) -> Awaitable[int]:
         return EXIT_OK
 
     return show()
+
+
+async def _subagent_views(settings: Settings, view: AgentStatusView) -> dict[str, AgentStatusView]:
+    """Every descendant's `status`, for the tree: asked of each child workflow in turn."""
+    agents = await settings.connect()
+    found: dict[str, AgentStatusView] = {}
+    pending = [child.workflow_id for child in view.subagents]
+    while pending:
+        workflow_id = pending.pop(0)
+        try:
+            child = await agents.get(workflow_id).status()
+        except AgentRunError:
+            continue  # a closed child nobody can replay: the parent's line says enough
+        found[workflow_id] = child
+        pending.extend(c.workflow_id for c in child.subagents if c.workflow_id not in found)
+    return found
 
 
 async def _status_view(handle: AgentRunHandle, *, closed: bool) -> AgentStatusView | None:
@@ -335,6 +353,12 @@ def checkpoints(settings: Settings, workflow_id: str) -> Awaitable[int]:
 @click.option("--agent", metavar="NAME", help="only runs of this agent")
 @click.option("--forked-from", metavar="ID", help="only the forks and retries of run ID")
 @click.option("--limit", type=POSITIVE_INT, default=20, show_default=True)
+@click.option(
+    "--all",
+    "include_subagents",
+    is_flag=True,
+    help="sub-agents' runs too (by default only top-level runs are listed)",
+)
 @connection_options(group=False)
 @click.pass_obj
 def list_runs(
@@ -343,18 +367,26 @@ def list_runs(
     agent: str | None,
     forked_from: str | None,
     limit: int,
+    include_subagents: bool,
 ) -> Awaitable[int]:
     """List agent runs, newest first (`--status waiting`: the runs waiting for a human;
-    `--forked-from ID`: the runs forked or retried from ID)."""
+    `--forked-from ID`: the runs forked or retried from ID). A sub-agent's run is shown
+    under its parent by `durable-agent status`; `--all` lists it here too."""
     try:
-        query = list_query(run_status, agent, forked_from)
+        query = list_query(run_status, agent, forked_from, top_level=not include_subagents)
     except ValueError as error:
         hint = "'--forked-from'" if forked_from and not agent else "'--agent'"
         raise click.BadParameter(str(error), param_hint=hint) from None
 
     async def show() -> int:
         agents = await settings.connect()
-        listed_runs = agents.list(run_status, agent, limit=limit, forked_from=forked_from)
+        listed_runs = agents.list(
+            run_status,
+            agent,
+            limit=limit,
+            forked_from=forked_from,
+            include_subagents=include_subagents,
+        )
         runs = [listed async for listed in listed_runs]
         if settings.json:
             dump(runs)

@@ -73,6 +73,9 @@ class CallCard:
     kind: Literal["approval", "deferred"]
     refusal: str | None
     """Why this person may not decide it (None: they may)."""
+    conversation: list[MessageLine] = field(default_factory=list)
+    """For a sub-agent's call: the conversation of the agent that made it (the card's own
+    conversation is the top-level run's)."""
 
     @property
     def arguments(self) -> str:
@@ -213,6 +216,11 @@ async def load_run(
     problem = None
     try:
         lines = conversation_lines(await handle.conversation(last=conversation))
+        for item in approvals:
+            held_by = item.call.workflow_id
+            if held_by and held_by != workflow_id:
+                held = await agents.get(held_by).conversation(last=conversation)
+                item.conversation = conversation_lines(held)
     except AgentRunError as error:
         problem = f"the conversation could not be read: {error.message}"
     card = RunCard(

@@ -350,9 +350,9 @@ class PendingApprovalView(BaseModel):
     overridable: bool = False
     """Whether an approval may replace the arguments: the tool is one whose arguments the
     workflow can validate."""
-    workflow_id: str | None = None
-    """The workflow holding the call, where its decision goes: this run's own, or a
-    sub-agent's child workflow (`AgentRunHandle.approve` routes there)."""
+    workflow_id: str | None = omit_none()
+    """For a sub-agent's call: the child workflow holding it, where its decision goes
+    (`AgentRunHandle.approve` on the parent routes there). None: this run holds it."""
     agent: str | None = omit_none()
     """For a sub-agent's call: the agent that made it."""
 

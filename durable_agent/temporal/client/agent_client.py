@@ -210,13 +210,15 @@ class AgentClient:
         limit: int | None = None,
         *,
         forked_from: str | None = None,
+        include_subagents: bool = False,
     ) -> AsyncIterator[ListedRun]:
         """Agent runs, newest first, from the `AgentStatus`/`AgentName` search attributes.
 
         `status="waiting"` lists the runs waiting for a human (approval, deferred result or
-        resume); `forked_from="w1"` the forks and retries of w1 (`ForkedFrom`). Visibility
-        lags the runs by up to a second or so."""
-        query = list_query(status, agent, forked_from)
+        resume); `forked_from="w1"` the forks and retries of w1 (`ForkedFrom`). Sub-agents'
+        runs (child workflows) are left out unless `include_subagents`: their parents list
+        them (`status().subagents`). Visibility lags the runs by up to a second or so."""
+        query = list_query(status, agent, forked_from, top_level=not include_subagents)
         try:
             async for execution in self.client.list_workflows(query, limit=limit):
                 yield _listed(execution, await memo_cost(execution))

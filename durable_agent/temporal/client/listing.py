@@ -58,13 +58,18 @@ def list_query(
     status: RunStatus | str | None = None,
     agent: str | None = None,
     forked_from: str | None = None,
+    *,
+    top_level: bool = False,
 ) -> str:
     """The visibility query `AgentClient.list` sends.
 
     An open status also requires a running execution: a run that ended without its last
     `AgentStatus` update (terminated, timed out) would otherwise be listed as waiting.
-    `forked_from` keeps the forks and retries of that workflow id."""
+    `forked_from` keeps the forks and retries of that workflow id; `top_level` leaves out
+    sub-agents' runs (child workflows)."""
     parts = [f'WorkflowType="{WORKFLOW_TYPE}"']
+    if top_level:
+        parts.append("ParentWorkflowId IS NULL")
     if status:
         value = _status_value(status)
         parts.append(f"AgentStatus={_quote(value)}")

@@ -219,9 +219,10 @@ async def _quietly(send: Any, port: WorkflowPort, target: str) -> None:
 class ParentNotifier:
     """A sub-agent's run telling its parent of each change of its status, in order."""
 
-    def __init__(self, parent: ParentLink, port: WorkflowPort) -> None:
+    def __init__(self, parent: ParentLink, port: WorkflowPort, agent: str) -> None:
         self._parent = parent
         self._port = port
+        self._agent = agent
         self._last: tuple[str, tuple[tuple[str, bool], ...]] | None = None
         self._sending: asyncio.Future[None] | None = None
 
@@ -238,7 +239,10 @@ class ParentNotifier:
             tool_call_id=self._parent.tool_call_id,
             status=status,
             pending_approvals=[
-                p.model_copy(update={"workflow_id": p.workflow_id or own}) for p in pending
+                p.model_copy(
+                    update={"workflow_id": p.workflow_id or own, "agent": p.agent or self._agent}
+                )
+                for p in pending
             ],
             usage=usage,
         )

@@ -55,7 +55,9 @@ class Visibility:
         self._live = live
         self._subagents = subagents
         parent = live.input.parent
-        self._parent = ParentNotifier(parent, port) if parent is not None else None
+        self._parent = (
+            ParentNotifier(parent, port, live.input.agent) if parent is not None else None
+        )
         self._executor = executor
         self._session = session
         self._decisions = decisions
@@ -130,10 +132,8 @@ class Visibility:
 
     def pending_approvals(self) -> list[PendingApprovalView]:
         """This run's approvals, then its sub-agents' (each naming the workflow that
-        holds it): one list for the people who decide them."""
-        own = self._port.identity().workflow_id
-        mine = [p.model_copy(update={"workflow_id": own}) for p in self.undecided()]
-        return mine + self._subagents.pending()
+        holds it and the agent that made it): one list for the people who decide them."""
+        return self.undecided() + self._subagents.pending()
 
     def _deferred(self) -> list[PendingApprovalView]:
         state = self._live.state
