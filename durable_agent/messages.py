@@ -102,10 +102,17 @@ class TextPart(BaseModel):
 
 
 class ThinkingPart(BaseModel):
+    """The model's thinking (reasoning). `signature` is what its provider needs back to
+    accept it in a later request (Anthropic's signature or redacted data, the Responses
+    API's encrypted content); `provider_name` names the API it came from, so it is sent
+    back only to that API, and `id` is that API's own id for it."""
+
     model_config = WIRE_CONFIG
     kind: Literal["thinking"] = "thinking"
     text: str
     signature: str | None = omit_none()
+    id: str | None = omit_none()
+    provider_name: str | None = omit_none()
 
 
 class ToolCall(BaseModel):
@@ -156,6 +163,8 @@ class ModelResponse(BaseModel):
     timestamp: str | None = omit_none()
     usage: Usage = Field(default_factory=Usage)
     model_name: str | None = omit_none()
+    provider_name: str | None = omit_none()
+    """Who served the response (`openai`, `anthropic`, ...: the model's `provider`)."""
     finish_reason: str | None = omit_none()
     metadata: dict[str, Any] = omit_empty(factory=dict)
 

@@ -143,10 +143,8 @@ async def test_every_part_kind_maps_to_the_chat_completions_shape(
     assert sent["messages"] == [
         {"role": "system", "content": "Be brief."},
         {"role": "system", "content": "You are a weather bot."},
-        {
-            "role": "user",
-            "content": [{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Oslo"}],
-        },
+        # Plain text goes as a string, as the official SDKs send it.
+        {"role": "user", "content": "Weather in Oslo"},
         {
             "role": "assistant",
             "content": "Checking.",
@@ -296,7 +294,7 @@ async def test_tool_round_trip_through_an_agent(server: FakeOpenAIServer) -> Non
     first, second = server.chat_requests
     assert first["messages"] == [
         {"role": "system", "content": "Answer weather questions."},
-        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and Oslo?"}]},
+        {"role": "user", "content": "Weather in Paris and Oslo?"},
     ]
     assert first["tools"] == [
         {
@@ -588,6 +586,50 @@ async def test_reasoning_content_of_compatible_servers_is_kept_as_thinking(
     assert response.model_name == "deepseek-reasoner"
     assert response.usage.requests == 1
     assert response.usage.total_tokens == 0
+
+
+async def test_reasoning_of_a_non_streamed_gpt_oss_answer_is_kept_as_thinking(
+    server: FakeOpenAIServer,
+) -> None:
+    # Cerebras serves gpt-oss with the reasoning in `message.reasoning`, as recorded.
+    body = {
+        "id": "chatcmpl-0f6a4f2c-7b0e-4d55-9b62-5a3e1c2f8d11",
+        "choices": [
+            {
+                "finish_reason": "stop",
+                "index": 0,
+                "message": {
+                    "content": "The capital of France is Paris.",
+                    "reasoning": "The user asks for the capital of France. Answer: Paris.",
+                    "role": "assistant",
+                },
+            }
+        ],
+        "created": 1764720000,
+        "model": "gpt-oss-120b",
+        "system_fingerprint": "fp_1a2b3c4d5e",
+        "object": "chat.completion",
+        "usage": {
+            "prompt_tokens": 79,
+            "completion_tokens": 36,
+            "total_tokens": 115,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+        "time_info": {"queue_time": 0.0002, "prompt_time": 0.002, "completion_time": 0.02},
+    }
+    server.enqueue(RawReply(200, json.dumps(body)))
+
+    response = await model_for(server).request([user("Capital of France?")], NO_PARAMS)
+
+    assert response.parts == [
+        ThinkingPart(text="The user asks for the capital of France. Answer: Paris."),
+        TextPart(text="The capital of France is Paris."),
+    ]
+    assert response.usage.input_tokens == 79
+    # The prompt went as a plain string, as every recorded request of the official SDKs.
+    assert server.chat_requests[0]["messages"] == [
+        {"role": "user", "content": "Capital of France?"}
+    ]
 
 
 # --------------------------------------------------------------------------- errors

@@ -1,22 +1,27 @@
-"""Model providers. `OpenAIChatModel` needs the `openai` extra and is imported lazily."""
+"""Model providers. `OpenAIChatModel` and `OpenAIResponsesModel` need the `openai` extra,
+`AnthropicModel` the `anthropic` one; they are imported lazily."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode
+from .fallback import FallbackModel
 from .function import AgentInfo, FunctionModel, StreamFunction
 from .test import TestModel
 
 __all__ = [
     "AgentInfo",
+    "AnthropicModel",
     "DeltaSink",
+    "FallbackModel",
     "FunctionModel",
     "Model",
     "ModelDelta",
     "ModelRequestParameters",
     "ModelSettings",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "OutputMode",
     "StreamFunction",
     "TestModel",
@@ -28,4 +33,12 @@ def __getattr__(name: str) -> Any:
         from .openai import OpenAIChatModel
 
         return OpenAIChatModel
+    if name == "OpenAIResponsesModel":
+        from .openai import OpenAIResponsesModel
+
+        return OpenAIResponsesModel
+    if name == "AnthropicModel":
+        from .anthropic import AnthropicModel
+
+        return AnthropicModel
     raise AttributeError(name)
