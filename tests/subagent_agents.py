@@ -150,3 +150,42 @@ checker = (
 )
 
 AGENTS = [lead, checker]
+
+
+async def nap(seconds: float) -> str:
+    """Waits, then answers."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+sleeper = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                _calls(ToolCallPart(id="n1", name="nap", arguments={"seconds": 5})),
+                _text("Rested."),
+            ]
+        )
+    )
+    .name("sleeper")
+    .tool(nap)
+    .build()
+)
+
+impatient = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                _calls(ToolCallPart(id="i1", name="sleeper", arguments={"prompt": "rest"})),
+                _text("It took too long."),
+            ]
+        )
+    )
+    .name("impatient")
+    .subagent(sleeper, timeout_seconds=1)
+    .build()
+)
+
+AGENTS.append(impatient)

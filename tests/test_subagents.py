@@ -8,16 +8,21 @@ wait, with the child's call in the parent's pending approvals.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
+import subprocess
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_agent import AgentBuilder, TestModel, UserError
+from durable_agent import AgentBuilder, TestModel, ToolCallPart, UserError
+from durable_agent.subagents import MAX_SUBAGENT_DEPTH
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
@@ -30,6 +35,8 @@ from . import subagent_agents as agents
 from .cli_support import Cli, cli_runner
 from .helpers import RecordingExecutor
 from .temporal_support import new_worker, unique
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _register() -> None:
@@ -115,8 +122,11 @@ async def test_bad_sub_agent_arguments_and_configuration() -> None:
 
 async def test_registering_a_parent_registers_its_sub_agents() -> None:
     target = AgentRegistry()
-    assert register_module(target, "tests.subagent_agents") == ["lead", "checker"]
-    assert set(target.names()) == {"lead", "checker", "researcher", "writer", "flaky", "analyst"}
+    assert register_module(target, "tests.subagent_agents") == ["lead", "checker", "impatient"]
+    assert set(target.names()) == {
+        *("lead", "checker", "impatient"),
+        *("researcher", "writer", "flaky", "analyst", "sleeper"),
+    }
     register_module(target, "tests.subagent_agents")  # the same objects again: harmless
 
     impostor = AgentBuilder(TestModel.with_text("x")).name("researcher").build()
@@ -252,3 +262,187 @@ async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_ro
     # The lead's two requests, the researcher's two and the writer's two.
     assert result.usage.requests == 6
     assert result.usage.tool_calls == 4
+
+
+# -- worker processes: a crash while a child waits, cancellation, forks ----------------------
+
+
+def _start_worker(
+    server: DevServer, task_queue: str, test_dir: Path, log: Path
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": server.address,
+        "TEMPORAL_TASK_QUEUE": task_queue,
+        "DA_TEST_DIR": str(test_dir),
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.Popen(
+        [sys.executable, "worker.py", "--no-examples", "--agents", "tests.subagent_agents"],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def _child_history_starts(client: Client, workflow_id: str) -> list[str]:
+    return _child_starts(await client.get_workflow_handle(workflow_id).fetch_history())
+
+
+async def test_a_worker_killed_while_a_child_waits_loses_nothing_and_starts_no_second_child(
+    client: Client, dev_server: DevServer, tmp_path: Path
+) -> None:
+    task_queue = unique("subagents")
+    agents_client = AgentClient(client, task_queue=task_queue)
+    first = _start_worker(dev_server, task_queue, tmp_path, tmp_path / "worker1.log")
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        direct = await agents_client.start("lead", "tides, approved at the child")
+        routed = await agents_client.start("lead", "tides, approved at the parent")
+        holders = {}
+        for run in (direct, routed):
+            view = await _status_until(run.handle, lambda v: v.status == "waiting", timeout=60)
+            holders[run.id] = view.pending_approvals[0].workflow_id
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        second = _start_worker(dev_server, task_queue, tmp_path, tmp_path / "worker2.log")
+        for holder in holders.values():  # the new worker answers for the waiting children
+            await _status_until(
+                client.get_workflow_handle(holder), lambda v: v.status == "waiting", timeout=60
+            )
+
+        # Once to the child itself, once (another run) through the parent's handle.
+        await agents_client.get(holders[direct.id]).approve("p1", by="alice")
+        await routed.approve("p1", by="bob")
+        results = [await asyncio.wait_for(r.result(), 90) for r in (direct, routed)]
+        for run, result in zip((direct, routed), results, strict=True):
+            assert result.status == "completed"
+            assert result.usage.requests == 6
+            children = await _child_history_starts(client, run.id)
+            assert len(children) == 2  # one child per call, whatever the crash
+            assert holders[run.id] in children
+        runs = sorted((tmp_path / "tool_runs").read_text().splitlines())
+        assert runs == ["publish", "publish", "search", "search"]  # each exactly once per run
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(10)
+
+
+async def test_cancelling_the_parent_cancels_its_children(client: Client) -> None:
+    _register()
+    async with new_worker(client) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("lead", "tides, then cancelled")
+        view = await _status_until(run.handle, lambda v: v.status == "waiting")
+        holder = view.pending_approvals[0].workflow_id
+        assert holder is not None
+        await run.cancel()
+        for workflow_id in (holder, run.id):
+            handle = client.get_workflow_handle(workflow_id)
+            for _ in range(100):
+                description = await handle.describe()
+                if description.status == WorkflowExecutionStatus.CANCELED:
+                    break
+                await asyncio.sleep(0.1)
+            assert description.status == WorkflowExecutionStatus.CANCELED, workflow_id
+
+
+async def test_a_fork_after_a_finished_child_does_not_run_it_again(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
+    _register()
+    async with new_worker(client) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("checker", "check the tides")
+        first = await asyncio.wait_for(run.result(), 60)
+        evidence = await run.checkpoints()
+        after = max(i for i, e in enumerate(evidence) if e.node.value == "prepare_model_request")
+        before = min(i for i, e in enumerate(evidence) if e.node.value == "tool_call")
+
+        later = await run.fork(at=after)
+        replayed = await asyncio.wait_for(later.result(), 60)
+        assert replayed.output == first.output
+        assert await _child_history_starts(client, later.id) == []
+        assert replayed.usage == first.usage
+
+        earlier = await run.fork(at=before)
+        again = await asyncio.wait_for(earlier.result(), 60)
+        children = await _child_history_starts(client, earlier.id)
+        assert len(children) == 2
+        assert all(c.startswith(earlier.id + "--") for c in children)
+        assert again.usage == first.usage
+
+
+# -- limits, timeouts and records ------------------------------------------------------------
+
+
+def _chain(depth: int) -> Any:
+    """`depth + 1` agents, each delegating to the next; the last answers."""
+    agent = AgentBuilder(TestModel.with_text("bottom")).name(f"level-{depth}").build()
+    for level in range(depth - 1, -1, -1):
+        script = [
+            agents._calls(
+                ToolCallPart(id=f"d{level}", name=agent.name, arguments={"prompt": "go down"})
+            ),
+            agents._text(f"level {level} done"),
+        ]
+        agent = (
+            AgentBuilder(TestModel.with_responses(script))
+            .name(f"level-{level}")
+            .subagent(agent)
+            .build()
+        )
+    return agent
+
+
+async def test_sub_agents_nest_five_deep_and_no_deeper() -> None:
+    fine = await _chain(MAX_SUBAGENT_DEPTH).run("go")
+    assert fine.status.value == "completed"
+    assert fine.usage.requests == 2 * MAX_SUBAGENT_DEPTH + 1
+
+    executor = RecordingExecutor()
+    too_deep = await _chain(MAX_SUBAGENT_DEPTH + 1).with_executor(executor).run("go")
+    assert too_deep.status.value == "completed"  # each level's model read its child's error
+    deepest = [c for c in executor.checkpoints if c.state.metadata.get("subagent_depth") == 5]
+    returned = deepest[-1].state.message_history[2].parts[0]  # type: ignore[union-attr]
+    assert returned.is_error
+    assert "subagent_depth_exceeded" in returned.content
+
+
+async def test_a_sub_agent_over_its_time_is_a_tool_error_in_process_and_on_temporal(
+    client: Client,
+) -> None:
+    in_process = await agents.impatient.run("rest a while")
+    returned = in_process.messages[2].parts[0]  # type: ignore[union-attr]
+    assert returned.is_error
+    assert "failed (timeout)" in returned.content
+    _register()
+    async with new_worker(client) as worker:
+        run = await AgentClient(client, task_queue=worker.task_queue).start(
+            "impatient", "rest a while"
+        )
+        result = await asyncio.wait_for(run.result(), 60)
+        messages = await run.conversation()
+    assert result.output == "It took too long."
+    returned = messages[2].parts[0]  # type: ignore[union-attr]
+    assert returned.is_error
+    assert "failed (timeout)" in returned.content
+
+
+async def test_the_parents_stream_has_a_start_and_an_end_record_per_sub_agent_call() -> None:
+    records = [record async for record in agents.checker.run_stream("check")]
+    starts = [r for r in records if r.kind == "subagent_start"]
+    ends = [r for r in records if r.kind == "subagent_end"]
+    assert [(r.data["tool_call_id"], r.data["agent"]) for r in starts] == [
+        ("k1", "flaky"),
+        ("k2", "analyst"),
+    ]
+    assert all(r.data["workflow_id"].endswith(r.data["tool_call_id"]) for r in starts)
+    by_call = {r.data["tool_call_id"]: r.data for r in ends}
+    assert by_call["k1"]["is_error"] is True
+    assert by_call["k2"]["is_error"] is False
+    assert by_call["k2"]["usage"]["requests"] == 1
