@@ -11,7 +11,7 @@ from .ids import IdSource
 from .messages import ModelRequest, ModelResponse
 from .models.base import DeltaSink
 from .stream import StreamSink
-from .subagents import SubagentCall, run_in_process
+from .subagents import SubagentCall, SubagentWaiting, run_in_process
 from .toolsets import ToolsetListing
 
 if TYPE_CHECKING:
@@ -38,9 +38,10 @@ class NodeRunner(Protocol):
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome: ...
 
-    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome:
+    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome | SubagentWaiting:
         """Runs a sub-agent on the call's prompt: in-process its own loop, on Temporal a
-        child workflow. A failed sub-agent is an error return, not an exception."""
+        child workflow. A failed sub-agent is an error return, not an exception; a waiting
+        one (in-process only) is `SubagentWaiting`."""
         ...
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome: ...
@@ -66,7 +67,7 @@ class DirectNodeRunner:
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome:
         return await nodes.tool_call(self.agent, input)
 
-    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome:
+    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome | SubagentWaiting:
         return await run_in_process(call)
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome:

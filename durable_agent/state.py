@@ -98,6 +98,12 @@ class AgentRunState(BaseModel):
     """The trace this run's spans belong to (its `invoke_agent` span), set when tracing is
     on: kept in state so a resumed or continued-as-new run stays in the same trace."""
 
+    subagent_runs: dict[str, AgentRunState] = omit_empty(factory=dict)
+    """In-process only: the state of each sub-agent run that waits for a human, by the
+    parent's tool call id. Its pending calls are the parent's too (marked `held_by`); once
+    they are decided the sub-agent goes on from this state. (On Temporal the sub-agent's
+    child workflow holds its own state.)"""
+
     @field_serializer("latest_response", mode="wrap")
     def _latest_response_without_kind(
         self,

@@ -16,13 +16,14 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._fields import trusted
 from .errors import AgentError, UserError
 from .executor import AgentExecutor
+from .hitl import DeferredToolResult, ToolApprovalDecision
 from .ids import IdSource
 from .messages import ToolCall, ToolReturn
 from .state import AgentRunState, RunStatus
@@ -42,7 +43,10 @@ __all__ = [
     "SUBAGENT_DEPTH",
     "SubAgent",
     "SubagentArguments",
+    "HELD_BY",
     "SubagentCall",
+    "SubagentResume",
+    "SubagentWaiting",
     "default_description",
     "depth_exceeded",
     "run_in_process",
@@ -116,6 +120,26 @@ def default_description(agent: Agent[Any]) -> str:
     return f"Delegate a task to the {agent.name!r} agent; send the task as the prompt."
 
 
+HELD_BY = "held_by"
+"""The `metadata` key of a pending call a parent lists for its waiting sub-agent (in-process):
+the parent's tool call whose sub-agent run holds it."""
+
+
+class SubagentWaiting(BaseModel):
+    """In-process: the sub-agent's run ended waiting for a human; the parent keeps its
+    state and lists its pending calls as its own until they are decided."""
+
+    kind: Literal["subagent_waiting"] = "subagent_waiting"
+    state: AgentRunState
+
+
+@dataclass(frozen=True)
+class SubagentResume:
+    state: AgentRunState
+    approvals: dict[str, ToolApprovalDecision]
+    results: list[DeferredToolResult]
+
+
 @dataclass(frozen=True)
 class SubagentCall:
     """One sub-agent call as the loop hands it to the node runner. The in-process runner
@@ -128,6 +152,8 @@ class SubagentCall:
     executor: AgentExecutor
     ids: IdSource
     prefix: str
+    resume: SubagentResume | None = None
+    """In-process: the waiting sub-agent run to go on with, and its calls' decisions."""
 
     @property
     def child_id(self) -> str:
@@ -196,13 +222,14 @@ def subagent_failure(
     )
 
 
-async def run_in_process(call: SubagentCall) -> ToolCallOutcome:
-    """Runs the sub-agent's own loop here; its checkpoints go to the parent's executor,
-    their metadata naming the parent run and tool call (from the child's `state.metadata`).
+async def run_in_process(call: SubagentCall) -> ToolCallOutcome | SubagentWaiting:
+    """Runs the sub-agent's own loop here (or goes on with its waiting run once its calls
+    are decided); its checkpoints go to the parent's executor, their metadata naming the
+    parent run and tool call (from the child's `state.metadata`).
 
-    A child that suspends suspends its parent (`ExecutionSuspended` carries the child's
-    checkpoint); a child that ends waiting for a human ends the call with an error saying
-    so, since only a durable driver can hold the call open for a human."""
+    A child that ends waiting for a human answers `SubagentWaiting`: the parent waits too,
+    listing the child's calls. A child that suspends suspends its parent
+    (`ExecutionSuspended` carries the child's checkpoint)."""
     from .controller import RunController
     from .runner import DirectNodeRunner, Driver
 
@@ -223,10 +250,15 @@ async def run_in_process(call: SubagentCall) -> ToolCallOutcome:
             ids=call.ids,
         ),
     )
-    state = controller.new_state(prompt, metadata=call.metadata)
+    resume = call.resume
     try:
         async with agent.open_toolsets():
-            drive = controller.start(state)
+            if resume is not None:
+                drive = controller.continue_after_hitl(
+                    resume.state, resume.approvals, resume.results
+                )
+            else:
+                drive = controller.start(controller.new_state(prompt, metadata=call.metadata))
             if subagent.timeout_seconds is not None:
                 final = await asyncio.wait_for(drive, subagent.timeout_seconds)
             else:
@@ -241,15 +273,8 @@ async def run_in_process(call: SubagentCall) -> ToolCallOutcome:
             raise
         used = controller.loop.state.usage if controller.loop is not None else None
         return subagent_failure(tool_call, error.kind, error.message, used)
-    if final.status is not RunStatus.COMPLETED:
-        waiting = [a.tool_name for a in final.pending_approval_tool_returns]
-        return subagent_failure(
-            tool_call,
-            "subagent_waiting",
-            f"it waits for a human ({', '.join(waiting) or 'a deferred result'}); "
-            "in-process runs cannot hold a sub-agent's call open: run the parent on Temporal",
-            final.usage,
-        )
+    if final.status is RunStatus.WAITING:
+        return SubagentWaiting(state=final)
     return subagent_finished(tool_call, final)
 
 

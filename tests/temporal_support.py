@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -138,3 +142,40 @@ def deploy_agent(log: Any, prefix: str = "deploy") -> str:
         AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     )
     return name
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start_worker_process(
+    address: str,
+    task_queue: str,
+    test_dir: Path,
+    log: Path,
+    *,
+    agents: str = "tests.worker_agents",
+) -> subprocess.Popen[bytes]:
+    """`python worker.py --agents AGENTS` in a process of its own (one a test can SIGKILL);
+    tools of the test agents write what they did under `test_dir` (`DA_TEST_DIR`)."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address,
+        "TEMPORAL_TASK_QUEUE": task_queue,
+        "DA_TEST_DIR": str(test_dir),
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "worker.py",
+            "--no-examples",
+            "--agents",
+            agents,
+            "--log-format",
+            "json",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )

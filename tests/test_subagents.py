@@ -8,7 +8,6 @@ wait, with the child's call in the parent's pending approvals.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_agent import AgentBuilder, TestModel, ToolCallPart, UserError
+from durable_agent import AgentBuilder, TestModel, ToolApprovalDecision, ToolCallPart, UserError
 from durable_agent.subagents import MAX_SUBAGENT_DEPTH
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.client import AgentClient
@@ -33,8 +32,8 @@ from durable_agent.temporal.worker import WorkerStartError, register_module
 
 from . import subagent_agents as agents
 from .cli_support import Cli, cli_runner
-from .helpers import RecordingExecutor
-from .temporal_support import new_worker, unique
+from .helpers import RecordingExecutor, normalized
+from .temporal_support import new_worker, start_worker_process, unique
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -270,19 +269,8 @@ async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_ro
 def _start_worker(
     server: DevServer, task_queue: str, test_dir: Path, log: Path
 ) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": server.address,
-        "TEMPORAL_TASK_QUEUE": task_queue,
-        "DA_TEST_DIR": str(test_dir),
-        "PYTHONPATH": str(ROOT),
-    }
-    return subprocess.Popen(
-        [sys.executable, "worker.py", "--no-examples", "--agents", "tests.subagent_agents"],
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
+    return start_worker_process(
+        server.address, task_queue, test_dir, log, agents="tests.subagent_agents"
     )
 
 
@@ -446,3 +434,65 @@ async def test_the_parents_stream_has_a_start_and_an_end_record_per_sub_agent_ca
     assert by_call["k1"]["is_error"] is True
     assert by_call["k2"]["is_error"] is False
     assert by_call["k2"]["usage"]["requests"] == 1
+
+
+# -- a sub-agent waiting for a human, in-process ----------------------------------------------
+
+
+async def test_in_process_a_waiting_sub_agent_makes_its_parent_wait_and_goes_on_there(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
+    waiting = await agents.lead.run("research tides")
+    assert waiting.status.value == "waiting"
+    (pending,) = waiting.pending_approvals
+    assert (pending.tool_call_id, pending.tool_name) == ("p1", "publish")
+    assert pending.metadata == {"held_by": "c2", "agent": "writer"}
+    # The waiting state round-trips, as a durable store would keep it.
+    stored = type(waiting.state).model_validate_json(waiting.state.model_dump_json())
+    done = await agents.lead.resume_after_hitl(stored, approvals={"p1": True})
+    assert done.status.value == "completed"
+    assert done.usage.requests == 6
+    assert done.usage.tool_calls == 4
+    assert sorted((tmp_path / "tool_runs").read_text().splitlines()) == ["publish", "search"]
+
+    # The same scenario on Temporal: the same conversation and usage.
+    _register()
+    async with new_worker(client) as worker:
+        run = await AgentClient(client, task_queue=worker.task_queue).start(
+            "lead", "research tides"
+        )
+        await _status_until(run.handle, lambda v: v.status == "waiting")
+        await run.approve("p1")
+        result = await asyncio.wait_for(run.result(), 60)
+        messages = await run.conversation()
+    assert result.usage == done.usage
+    assert normalized(messages) == normalized(done.messages)
+
+
+async def test_in_process_a_grandchilds_call_is_decided_through_the_top_run() -> None:
+    manager = (
+        AgentBuilder(
+            TestModel.with_responses(
+                [
+                    agents._calls(
+                        ToolCallPart(id="m1", name="lead", arguments={"prompt": "tides"})
+                    ),
+                    agents._text("Managed."),
+                ]
+            )
+        )
+        .name("manager")
+        .subagent(agents.lead)
+        .build()
+    )
+    waiting = await manager.run("manage")
+    (pending,) = waiting.pending_approvals
+    assert pending.tool_call_id == "p1"
+    assert pending.metadata == {"held_by": "m1", "agent": "writer"}
+    denied = await manager.resume_after_hitl(
+        waiting.state, approvals={"p1": ToolApprovalDecision.deny("not today")}
+    )
+    assert denied.status.value == "completed"
+    assert denied.output == "Managed."
+    assert denied.usage.requests == 8  # two each: the manager, the lead and its two sub-agents

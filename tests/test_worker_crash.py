@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -15,34 +13,15 @@ from temporalio.client import Client
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.devserver import DevServer
 
+from .temporal_support import start_worker_process
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_worker(
     server: DevServer, task_queue: str, test_dir: Path, log: Path
 ) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": server.address,
-        "TEMPORAL_TASK_QUEUE": task_queue,
-        "DA_TEST_DIR": str(test_dir),
-        "PYTHONPATH": str(ROOT),
-    }
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "worker.py",
-            "--no-examples",
-            "--agents",
-            "tests.worker_agents",
-            "--log-format",
-            "json",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "ab"),
-        stderr=subprocess.STDOUT,
-    )
+    return start_worker_process(server.address, task_queue, test_dir, log)
 
 
 async def wait_for_file(path: Path, lines: int = 1, timeout: float = 30) -> list[str]:

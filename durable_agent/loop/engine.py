@@ -53,7 +53,7 @@ from ..nodes import (
 from ..runner import Driver
 from ..state import AgentRunState, RunError, RunStatus
 from ..stream import AgentStreamRecord, StreamKind, response_view
-from ..subagents import PARENT_RUN_ID, PARENT_TOOL_CALL_ID
+from ..subagents import PARENT_RUN_ID, PARENT_TOOL_CALL_ID, SubagentResume
 from ..tools import ToolDefinition
 from ..toolsets import ToolsetListing, ToolsetTool
 from ..usage import Usage
@@ -97,6 +97,8 @@ class AgentLoop(ToolSteps):
         self._indexed: list[ToolsetListing] | None = None
         self._index: dict[str, tuple[ToolsetTool, str]] = {}
         self._definitions: list[ToolDefinition] = []
+        self._resumes: dict[str, SubagentResume] = {}
+        """In-process: waiting sub-agent runs going on in this step's batch, by call id."""
         self._owned_history: list[ModelMessage] | None = None
         """The conversation list this loop made itself, so it may append to it in place."""
         self._history_views: list[weakref.ref[AgentRunState]] = []

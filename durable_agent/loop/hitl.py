@@ -78,7 +78,9 @@ def apply_hitl_decisions(
     ]
     response = state.latest_response
     order = [c.as_call() for c in response.tool_calls] if response else []
-    new_state.pending_tool_calls = [c for c in order if c.id in pending | waiting]
+    # A sub-agent's calls are decided here, but the call that goes on is the parent's.
+    held = set(state.subagent_runs)
+    new_state.pending_tool_calls = [c for c in order if c.id in pending | waiting | held]
     new_state.active_tool_call_id = new_state.pending_tool_calls[0].id
     new_state.status = RunStatus.RUNNING
     return new_state

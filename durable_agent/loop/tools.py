@@ -47,7 +47,14 @@ from ..output import OUTPUT_TOOL_NAME
 from ..runner import NodeRunner
 from ..state import AgentRunState, RunStatus
 from ..stream import StreamKind, preview
-from ..subagents import SubagentCall, child_id, subagent_depth
+from ..subagents import (
+    HELD_BY,
+    SubagentCall,
+    SubagentResume,
+    SubagentWaiting,
+    child_id,
+    subagent_depth,
+)
 from ..tools import ToolDefinition
 from ..toolsets import ToolsetListing, ToolsetTool, check_approval_names, index_toolset_tools
 from ..usage import Usage
@@ -60,6 +67,8 @@ __all__ = ["ToolSteps"]
 
 
 N = AgentExecutionNode
+Outcome = ToolCallOutcome | SubagentWaiting
+"""What running one call gives: a tool's outcome, or (in-process) a sub-agent left waiting."""
 _ONE_TOOL_CALL = Usage(tool_calls=1)
 
 
@@ -87,6 +96,7 @@ class ToolSteps:
     _indexed: list[ToolsetListing] | None
     _index: dict[str, tuple[ToolsetTool, str]]
     _definitions: list[ToolDefinition]
+    _resumes: dict[str, SubagentResume]
     emit: Callable[..., int]
     emit_built: Callable[..., int]
     _ref: Callable[[], RunRef]
@@ -231,8 +241,16 @@ class ToolSteps:
         approvals = {a.tool_call_id: a for a in state.pending_approval_tool_returns}
         deferred = {d.tool_call_id: d for d in state.deferred_tool_returns}
         planned: list[ToolCallInput] = []
+        self._resumes = {}
         for call in calls:
             if call.id in done:
+                continue
+            if call.id in state.subagent_runs:
+                resume = self._take_held(call.id)
+                if resume is None:
+                    continue  # its sub-agent still waits for a decision
+                self._resumes[call.id] = resume
+                planned.append(self._planned(call, None))
                 continue
             approval = approvals.get(call.id)
             waiting = deferred.get(call.id)
@@ -254,24 +272,13 @@ class ToolSteps:
                 ]
                 self._announce_wait("approval_requested", pending)
                 continue
-            decision = approval.decision if approval is not None else None
-            listed = self._toolset_index().get(call.name) if agent.toolsets else None
-            planned.append(
-                ToolCallInput.for_run(
-                    self._ref(),
-                    call=call,
-                    retry=state.tool_retries.get(call.name, 0),
-                    approved=decision is not None,
-                    override_arguments=decision.override_arguments if decision else None,
-                    idempotency_key=f"{self.idempotency_prefix}:{call.id}",
-                    toolset_tool=listed[0] if listed else None,
-                    toolset_digest=listed[1] if listed else None,
-                )
-            )
+            planned.append(self._planned(call, approval.decision if approval else None))
         if not planned:
             return
         agent.usage_limits.check_before_tool_calls(state.usage, len(planned))
         for item in planned:
+            if item.call.id in self._resumes:
+                continue  # announced when its sub-agent first ran
             self.emit(
                 "tool_call",
                 N.TOOL_CALL,
@@ -282,7 +289,7 @@ class ToolSteps:
                 else item.call.arguments,
             )
         for item in planned:
-            if item.call.name in agent.subagents:
+            if item.call.name in agent.subagents and item.call.id not in self._resumes:
                 subagent = agent.subagents[item.call.name]
                 self.emit(
                     "subagent_start",
@@ -295,12 +302,79 @@ class ToolSteps:
         for item, outcome in zip(planned, outcomes, strict=True):
             self._apply_outcome(item.call, outcome)
 
-    async def _run_tools(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+    def _planned(self, call: ToolCall, decision: ToolApprovalDecision | None) -> ToolCallInput:
+        listed = self._toolset_index().get(call.name) if self.agent.toolsets else None
+        return ToolCallInput.for_run(
+            self._ref(),
+            call=call,
+            retry=self.state.tool_retries.get(call.name, 0),
+            approved=decision is not None,
+            override_arguments=decision.override_arguments if decision else None,
+            idempotency_key=f"{self.idempotency_prefix}:{call.id}",
+            toolset_tool=listed[0] if listed else None,
+            toolset_digest=listed[1] if listed else None,
+        )
+
+    def _take_held(self, call_id: str) -> SubagentResume | None:
+        """The waiting sub-agent run of call `call_id` with its calls' decisions, taken out
+        of this run's state; None while one of its calls is still undecided."""
+        state = self.state
+        approvals = [
+            a for a in state.pending_approval_tool_returns if a.metadata.get(HELD_BY) == call_id
+        ]
+        deferred = [d for d in state.deferred_tool_returns if d.metadata.get(HELD_BY) == call_id]
+        if any(a.decision is None for a in approvals) or any(d.result is None for d in deferred):
+            return None
+        state.pending_approval_tool_returns = [
+            a for a in state.pending_approval_tool_returns if a.metadata.get(HELD_BY) != call_id
+        ]
+        state.deferred_tool_returns = [
+            d for d in state.deferred_tool_returns if d.metadata.get(HELD_BY) != call_id
+        ]
+        held = dict(state.subagent_runs)
+        child = held.pop(call_id)
+        state.subagent_runs = held
+        return SubagentResume(
+            state=child,
+            approvals={a.tool_call_id: a.decision for a in approvals if a.decision is not None},
+            results=[d.result for d in deferred if d.result is not None],
+        )
+
+    def _hold(self, call: ToolCall, waiting: SubagentWaiting) -> None:
+        """A sub-agent's run waits for a human: this run keeps its state and lists its
+        pending calls as its own (marked `held_by` the call), so the same decisions reach
+        it."""
+        state = self.state
+        child = waiting.state
+        agent = self.agent.subagents[call.name].agent.name
+        state.subagent_runs = {**state.subagent_runs, call.id: child}
+
+        def mark(metadata: dict[str, Any]) -> dict[str, Any]:
+            return {**metadata, HELD_BY: call.id, "agent": metadata.get("agent", agent)}
+
+        approvals = [
+            a.model_copy(update={"metadata": mark(a.metadata), "decision": None})
+            for a in child.pending_approval_tool_returns
+            if a.decision is None
+        ]
+        deferred = [
+            d.model_copy(update={"metadata": mark(d.metadata), "result": None})
+            for d in child.deferred_tool_returns
+            if d.result is None
+        ]
+        state.pending_approval_tool_returns = [*state.pending_approval_tool_returns, *approvals]
+        state.deferred_tool_returns = [*state.deferred_tool_returns, *deferred]
+        for approval in approvals:
+            self._announce_wait("approval_requested", approval)
+        for call_deferred in deferred:
+            self._announce_wait("call_deferred", call_deferred)
+
+    async def _run_tools(self, planned: list[ToolCallInput]) -> list[Outcome]:
         if self.agent.toolsets:
             return await self._run_tools_with_toolsets(planned)
         return await self._dispatch(planned)
 
-    async def _run_tools_with_toolsets(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+    async def _run_tools_with_toolsets(self, planned: list[ToolCallInput]) -> list[Outcome]:
         """A name that is neither a function tool nor a listed toolset tool gets its retry
         prompt here: no node could run it, and only this run knows which tools it listed."""
         index = self._toolset_index()
@@ -316,7 +390,7 @@ class ToolSteps:
         remote = iter(await self._dispatch([p for i, p in enumerate(planned) if i not in local]))
         return [local[i] if i in local else next(remote) for i in range(len(planned))]
 
-    async def _dispatch(self, planned: list[ToolCallInput]) -> list[ToolCallOutcome]:
+    async def _dispatch(self, planned: list[ToolCallInput]) -> list[Outcome]:
         if not planned:
             return []
         if len(planned) == 1:
@@ -326,13 +400,13 @@ class ToolSteps:
             return list(await asyncio.gather(*(self._run_one(p) for p in planned)))
         semaphore = asyncio.Semaphore(limit)
 
-        async def bounded(item: ToolCallInput) -> ToolCallOutcome:
+        async def bounded(item: ToolCallInput) -> Outcome:
             async with semaphore:
                 return await self._run_one(item)
 
         return list(await asyncio.gather(*(bounded(p) for p in planned)))
 
-    def _run_one(self, item: ToolCallInput) -> Awaitable[ToolCallOutcome]:
+    def _run_one(self, item: ToolCallInput) -> Awaitable[Outcome]:
         """A sub-agent's call goes to the runner's `subagent_call` (a child run), every
         other call to its `tool_call`."""
         subagent = self.agent.subagents.get(item.call.name)
@@ -348,12 +422,16 @@ class ToolSteps:
                 executor=self.executor,
                 ids=self.ids,
                 prefix=self.idempotency_prefix,
+                resume=self._resumes.get(item.call.id),
             )
         )
 
-    def _apply_outcome(self, call: ToolCall, outcome: ToolCallOutcome) -> None:
+    def _apply_outcome(self, call: ToolCall, outcome: Outcome) -> None:
         state = self.state
         self._drop_approval(call.id)
+        if isinstance(outcome, SubagentWaiting):
+            self._hold(call, outcome)
+            return
         if isinstance(outcome, ToolApprovalNeeded):
             pending = PendingToolApproval.for_call(call, outcome.reason, outcome.metadata)
             state.pending_approval_tool_returns = [*state.pending_approval_tool_returns, pending]
