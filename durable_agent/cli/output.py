@@ -198,6 +198,8 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
         ("step", str(view.run_step)),
         ("usage", _usage_line(view.usage)),
     ]
+    if view.model:
+        lines.append(("model", view.model))
     if view.suspend_reason:
         resume = f"(resume: durable-agent resume {q(workflow_id)})"
         lines.append(("suspended", f"{view.suspend_reason}  {resume}"))

@@ -11,7 +11,7 @@ from typing import TextIO
 import click
 from temporalio.client import WorkflowExecutionStatus
 
-from durable_agent import AgentExecutionNode, RunStatus
+from durable_agent import AgentExecutionNode, InvalidInput, RunStatus
 from durable_agent.temporal.client import (
     AgentRunError,
     AgentRunHandle,
@@ -81,6 +81,7 @@ POLL_SECONDS = 1.0
     help="deny approvals nobody decided within this many seconds",
 )
 @click.option("--conversation-id", metavar="ID", help="continue this conversation id")
+@click.option("--model", metavar="NAME", help="run it on another of the agent's allowed models")
 @connection_options(group=False)
 @click.pass_obj
 def run(
@@ -93,9 +94,11 @@ def run(
     suspend_at: tuple[str, ...],
     approval_timeout: float | None,
     conversation_id: str | None,
+    model: str | None,
 ) -> Awaitable[int]:
     """Start a run of AGENT (a name registered on the worker) with PROMPT; prints its
-    workflow id.
+    workflow id. `--model NAME` runs it on one of the agent's allowed models (a name
+    the agent does not allow fails the run before its first model request, and exits 1).
 
     With --json every line is one JSON document: `{"workflow_id": ..., "run_id": ...}` as
     soon as the run has started, then, with --wait, the report of how it ended. A long
@@ -106,14 +109,22 @@ def run(
 
     async def start() -> int:
         agents = await settings.connect()
-        handle = await agents.start(
-            agent,
-            prompt,
-            workflow_id=workflow_id,
-            suspend_at=[AgentExecutionNode(node) for node in suspend_at],
-            approval_timeout_seconds=approval_timeout,
-            conversation_id=conversation_id,
-        )
+        try:
+            handle = await agents.start(
+                agent,
+                prompt,
+                workflow_id=workflow_id,
+                suspend_at=[AgentExecutionNode(node) for node in suspend_at],
+                approval_timeout_seconds=approval_timeout,
+                conversation_id=conversation_id,
+                model=model,
+            )
+        except InvalidInput as error:
+            err(f"durable-agent: rejected: {error.message}")
+            return EXIT_REJECTED
+        if model is not None and (refusal := await _model_refused(handle)):
+            err(refusal)
+            return EXIT_REJECTED
         report = RunReport(workflow_id=handle.id, run_id=handle.run_id)
         if settings.json:
             dump_line({"workflow_id": handle.id, "run_id": handle.run_id})
@@ -126,6 +137,19 @@ def run(
         return await _finish(handle, settings, report)
 
     return start()
+
+
+async def _model_refused(handle: AgentRunHandle) -> str | None:
+    """Why the worker refused the run's model (it fails such a run in its first workflow
+    task, before any model request), or None once the run is under way. No answer in
+    time (no worker yet) counts as under way: the run reports the refusal itself later."""
+    try:
+        view = await handle.status()
+    except AgentRunError:
+        return None
+    if view.status == RunStatus.FAILED.value and view.error:
+        return f"the run {handle.id} was refused: {view.error}"
+    return None
 
 
 def _prompt_text(prompt: str | None, prompt_file: TextIO | None) -> str:

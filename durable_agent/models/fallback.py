@@ -19,7 +19,7 @@ from ..errors import AgentError, UserError
 from ..messages import ModelMessage, ModelResponse
 from .base import DeltaSink, Model, ModelRequestParameters, OutputMode
 
-__all__ = ["FALLBACK_INDEX", "FallbackModel"]
+__all__ = ["FALLBACK_INDEX", "FallbackModel", "model_label"]
 
 FALLBACK_INDEX = "fallback_index"
 """`ModelResponse.metadata` key: which member of the chain answered (0 for the first)."""
@@ -29,6 +29,11 @@ log = structlog.get_logger("durable_agent.models.fallback")
 _pinned: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "durable_agent_fallback_pinned", default=None
 )
+
+
+def model_label(model: Model) -> str:
+    """`provider:model`, as prices and quotas key a model (the name alone without one)."""
+    return f"{model.provider}:{model.model_name}" if model.provider else model.model_name
 
 
 class FallbackModel(Model):

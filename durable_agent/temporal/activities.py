@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import Agent, AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
+from durable_agent.models.fallback import FallbackModel
 from durable_agent.temporal.wire import (
     ListToolsActivityInput,
     ModelRequestActivityInput,
@@ -144,24 +145,39 @@ async def model_request(input: ModelRequestActivityInput) -> dict[str, Any]:
                 non_retryable=True,
             )
         request, digest = await resolve_request(input, workflow_id, run_id)
-        if input.stream_deltas and agent.model.streams:
-            response = await _streamed(input.agent, agent, request, workflow_id, run_id)
-        else:
-            response = await nodes.model_request(agent, request)
+        member = input.model_index
+        with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
+            if input.stream_deltas and agent.model.streams:
+                attempt = (member or 0) * FALLBACK_ATTEMPT_STRIDE + info.attempt
+                response = await _streamed(
+                    input.agent, agent, request, workflow_id, run_id, attempt
+                )
+            else:
+                response = await nodes.model_request(agent, request)
         remember_answer(workflow_id, request, response, digest)
         logger.debug("model responded", parts=len(response.parts), history=len(request.messages))
         return _checked(pack_response(response), "model_request")
 
 
+FALLBACK_ATTEMPT_STRIDE = 1000
+"""The attempts of a `FallbackModel`'s member `i` are numbered from `i * 1000 + 1` in its
+deltas, so a later member's text supersedes an earlier one's as a retry's does."""
+
+
 async def _streamed(
-    name: str, agent: Agent[Any], request: nodes.ModelRequestInput, workflow_id: str, run_id: str
+    name: str,
+    agent: Agent[Any],
+    request: nodes.ModelRequestInput,
+    workflow_id: str,
+    run_id: str,
+    attempt: int,
 ) -> ModelResponse:
     """The model request with its deltas signalled to this run as they arrive, marked with
     this attempt so the workflow can tell a retry's text from the attempt it replaces."""
     handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
     interval = registry.get(name).activities.delta_flush_interval.total_seconds()
     publisher = DeltaPublisher(
-        handle, run_step=request.run_step + 1, attempt=activity.info().attempt, interval=interval
+        handle, run_step=request.run_step + 1, attempt=attempt, interval=interval
     )
     async with publisher:
         return await nodes.model_request(agent, request, on_delta=publisher.add)

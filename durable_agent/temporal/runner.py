@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, RootModel
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 
 from durable_agent import (
     AgentError,
@@ -24,7 +24,8 @@ from durable_agent import (
     ModelResponse,
 )
 from durable_agent.ids import uuid4_text
-from durable_agent.models.base import DeltaSink
+from durable_agent.models.base import DeltaSink, Model
+from durable_agent.models.fallback import FallbackModel, model_label
 from durable_agent.nodes import (
     ListToolsInput,
     ModelRequestInput,
@@ -73,6 +74,23 @@ class NodeActivityFailed(AgentError):
         super().__init__(message)
         self.kind = kind
         self.node = node
+
+
+FALLBACK_PATCH = "durable-agent-fallback-model"
+"""Marks the histories in which a `FallbackModel` moved on to its next member: a release
+that never scheduled a second member's activity replays them as it recorded them."""
+
+
+def _falls_back(error: ActivityError) -> bool:
+    """Whether a member's activity failed in a way the next model may fix: after its retry
+    policy gave up on errors a retry could have fixed (429, 5xx, lost connections,
+    timeouts), not for a non-retryable error (the request itself is bad) or a cancel."""
+    cause = error.cause
+    if isinstance(cause, CancelledError):
+        return False
+    if isinstance(cause, ApplicationError) and cause.non_retryable:
+        return False
+    return error.retry_state != RetryState.NON_RETRYABLE_FAILURE
 
 
 def _unwrap(error: ActivityError, node: str) -> NodeActivityFailed:
@@ -138,6 +156,7 @@ class ActivityNodeRunner:
         self.packer = RequestPacker(
             history_offset=history_offset, history_digest=history_digest, cached=cached
         )
+        self._chain: tuple[Model, ...] | None = None
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
         """A child workflow per call (`workflow.subagents`), started by the workflow that
@@ -168,15 +187,54 @@ class ActivityNodeRunner:
         packed = self.packer.model_request(
             self.name, input, overrides=self.overrides, stream=deltas is not None
         )
-        response: ModelResponse = await _execute(
-            "model_request",
-            packed,
-            ModelResponse,
-            summary=f"model_request · step {input.run_step + 1}",
-            options=self.config.options("model_request"),
-            node="model_request",
-        )
+        summary = f"model_request · step {input.run_step + 1}"
+        options = self.config.options("model_request")
+        chain = self._fallback_chain()
+        if not chain:
+            response: ModelResponse = await _execute(
+                "model_request",
+                packed,
+                ModelResponse,
+                summary=summary,
+                options=options,
+                node="model_request",
+            )
+            return self.packer.answered(input, response)
+        for index, member in enumerate(chain):
+            # One activity per member, each with the node's retry policy: every attempt is
+            # in history, and a member that answered is never asked again.
+            name = model_label(member)
+            try:
+                response = await workflow.execute_activity(
+                    "model_request",
+                    packed.model_copy(update={"model_index": index}),
+                    result_type=ModelResponse,
+                    summary=f"{summary} · {name}",
+                    **options,
+                )
+                break
+            except ActivityError as error:
+                if (
+                    index + 1 < len(chain)
+                    and _falls_back(error)
+                    and workflow.patched(FALLBACK_PATCH)
+                ):
+                    workflow.logger.warning(
+                        "model %s failed for good (%s); %s answers instead",
+                        name,
+                        error.cause or error,
+                        chain[index + 1].model_name,
+                    )
+                    continue
+                raise _unwrap(error, "model_request") from error
         return self.packer.answered(input, response)
+
+    def _fallback_chain(self) -> tuple[Model, ...]:
+        """The members of the run's `FallbackModel`, if its model is one (else empty)."""
+        if self._chain is None:
+            model = self.registration.agent_for(self.overrides).model
+            self._chain = model.models if isinstance(model, FallbackModel) else ()
+        return self._chain
 
     async def list_tools(self, input: ListToolsInput) -> ToolsetListing:
         kind = self._toolset_kind(input.toolset)

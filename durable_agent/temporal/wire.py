@@ -414,6 +414,9 @@ class AgentStatusView(BaseModel):
     """For a session run: its turns and whether it waits for the next prompt."""
     subagents: list[SubagentView] = Field(default_factory=list)
     """The child workflows of this run's sub-agent calls, oldest first."""
+    model: str | None = None
+    """Who answered the latest model request, `provider:model` as the response names it
+    (with a `FallbackModel`, the member that answered)."""
 
 
 class HistoryPageQuery(BaseModel):
@@ -518,6 +521,9 @@ class ModelRequestActivityInput(BaseModel):
     stream_deltas: bool = omit_empty(False)
     """Stream the model's deltas to the workflow (`model_deltas` signals); absent (off)
     unless the run wants them and the model streams."""
+    model_index: int | None = omit_none()
+    """For an agent whose model is a `FallbackModel`: the member this activity asks (the
+    workflow moves to the next one once this one has failed for good); absent otherwise."""
 
 
 class ListToolsActivityInput(BaseModel):

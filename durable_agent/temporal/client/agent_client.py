@@ -18,10 +18,12 @@ from durable_agent import (
     RunStatus,
 )
 
-from ...errors import InvalidInput
+from ...errors import InvalidInput, UnknownAgentError
+from ...overrides import AgentOverrides
 from ..encryption import EncryptionError
 from ..markdown import literal
 from ..plugin import DurableAgentPlugin
+from ..registry import registry
 from ..signing import ApprovalKeys
 from ..storage import StorageConfigError
 from ..wire import (
@@ -75,6 +77,19 @@ def _input_fields(fields: dict[str, Any]) -> dict[str, Any]:
             f"the fields are: {', '.join(allowed)}"
         )
     return fields
+
+
+def _check_overrides(workflow_input: AgentWorkflowInput) -> None:
+    """Refuses a model the agent does not allow when this process has the agent registered
+    (a worker's own process, or a client built with the agents); the worker checks it too."""
+    overrides = workflow_input.overrides
+    if overrides is None or overrides.model is None:
+        return
+    try:
+        registration = registry.get(workflow_input.agent)
+    except UnknownAgentError:
+        return
+    registration.agent_for(overrides)
 
 
 class AgentClient:
@@ -151,6 +166,7 @@ class AgentClient:
         *,
         workflow_id: str | None = None,
         task_queue: str | None = None,
+        model: str | None = None,
         **input_fields: Any,
     ) -> AgentRunHandle:
         """Starts an `AgentWorkflow` run of `agent` (a name registered on the workers).
@@ -158,13 +174,20 @@ class AgentClient:
         `input_fields` are the other fields of `AgentWorkflowInput` (`suspend_at`,
         `approval_timeout_seconds`, `conversation_id`, `message_history`, `metadata`, ...);
         an unknown one raises TypeError, one out of range `InvalidInput` (before anything is
-        started). The workflow id defaults to `agent-NAME-XXXXXXXX`.
+        started). The workflow id defaults to `agent-NAME-XXXXXXXX`. `model` runs it on
+        another of the agent's `allowed_models`, by name: where this process has the agent
+        registered an unknown name raises `InvalidInput` here, and on the worker it fails
+        the run at once, before any model request.
         """
+        if model is not None:
+            overrides = AgentOverrides.model_validate(input_fields.get("overrides") or {})
+            input_fields["overrides"] = overrides.model_copy(update={"model": model})
         workflow_input = AgentWorkflowInput(
             agent=agent, prompt=prompt, **_input_fields(input_fields)
         )
         if problem := workflow_input.problem():
             raise InvalidInput(problem)
+        _check_overrides(workflow_input)
         workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
         try:
             handle = await asyncio.wait_for(

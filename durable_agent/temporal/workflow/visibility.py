@@ -16,7 +16,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...hitl import PendingCall
-    from ...state import RunStatus
+    from ...state import AgentRunState, RunStatus
     from ...usage import Usage
     from ..executor import TemporalExecutor
     from ..markdown import literal
@@ -215,4 +215,14 @@ class Visibility:
             forked_from=forked_from,
             session=self._session.view(),
             subagents=self._subagents.views(),
+            model=_answered_by(state),
         )
+
+
+def _answered_by(state: AgentRunState | None) -> str | None:
+    """`provider:model` of the latest response in the conversation (None before one)."""
+    for message in reversed(state.message_history if state is not None else ()):
+        if message.kind == "response":
+            name = message.model_name or "unknown model"
+            return f"{message.provider_name}:{name}" if message.provider_name else name
+    return None
