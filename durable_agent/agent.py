@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, cast
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
+from . import telemetry
 from .approvers import ApproverMap, normalize_approvers
 from .controller import RunController
 from .errors import InvalidInput, UserError
@@ -265,7 +266,8 @@ class Agent(Generic[OutputT]):
             metadata=metadata,
         )
         async with self.open_toolsets():
-            return self._result(await controller.start(state))
+            with telemetry.invoke_agent_span(self.name, state, new_run=True) as span:
+                return self._result(span.finished(await controller.start(state)))
 
     async def resume(
         self,
@@ -282,7 +284,9 @@ class Agent(Generic[OutputT]):
         controller = agent.controller(runner=runner, ids=ids, sink=sink)
         instructions = overrides.instructions if overrides is not None else None
         async with agent.open_toolsets():
-            return agent._result(await controller.resume(checkpoint, instructions=instructions))
+            with telemetry.invoke_agent_span(agent.name, checkpoint.state, new_run=False) as span:
+                resumed = await controller.resume(checkpoint, instructions=instructions)
+                return agent._result(span.finished(resumed))
 
     async def resume_after_hitl(
         self,
@@ -297,9 +301,9 @@ class Agent(Generic[OutputT]):
         """Continues a waiting run once every pending call has a decision or result."""
         controller = self.controller(runner=runner, ids=ids, sink=sink)
         async with self.open_toolsets():
-            return self._result(
-                await controller.continue_after_hitl(state, approvals, deferred_results)
-            )
+            with telemetry.invoke_agent_span(self.name, state, new_run=False) as span:
+                continued = await controller.continue_after_hitl(state, approvals, deferred_results)
+                return self._result(span.finished(continued))
 
     async def run_stream(
         self, prompt: str, *, message_history: Sequence[ModelMessage] | None = None

@@ -13,6 +13,7 @@ from collections.abc import MutableMapping
 from typing import Any, Literal
 
 import structlog
+from opentelemetry import trace
 
 __all__ = ["configure_logging"]
 
@@ -35,12 +36,23 @@ def _flatten_temporal(_: Any, __: str, event: MutableMapping[str, Any]) -> Mutab
     return event
 
 
+def _trace_ids(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """`trace_id` and `span_id` of the OpenTelemetry span current where the record was made
+    (W3C hex, as backends show them), so logs and traces can be joined."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        event.setdefault("trace_id", f"{context.trace_id:032x}")
+        event.setdefault("span_id", f"{context.span_id:016x}")
+    return event
+
+
 def configure_logging(fmt: LogFormat = "console", level: int | str = logging.INFO) -> None:
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _trace_ids,
     ]
     renderer: Any = (
         structlog.processors.JSONRenderer()

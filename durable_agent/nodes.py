@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from . import telemetry
 from ._fields import omit_empty, omit_none, trusted
 from .errors import (
     ApprovalRequired,
@@ -292,11 +293,16 @@ async def model_request(
     streaming model is asked for the whole response at once, so streaming off costs nothing."""
     messages = agent.process_history(input.messages)
     params = agent.request_parameters(input.toolset_tools)
-    if on_delta is not None and agent.model.streams:
-        response = await agent.model.request_stream(messages, params, on_delta)
-    else:
-        response = await agent.model.request(messages, params)
-    response = price_response(response, agent.model, input.timestamp)
+    model = agent.model
+    with telemetry.chat_span(
+        agent.name, model.model_name, model.provider, messages, settings=params.settings
+    ) as span:
+        if on_delta is not None and model.streams:
+            response = await model.request_stream(messages, params, on_delta)
+        else:
+            response = await model.request(messages, params)
+        response = price_response(response, model, input.timestamp)
+        span.record(response)
     return response.model_copy(
         update={
             "parts": unique_tool_call_ids(response.parts, input.run_step + 1),
@@ -351,6 +357,15 @@ async def tool_call(
 ) -> ToolCallOutcome:
     """Runs one call. Workers pass an `executor` for sync tools so a blocking tool cannot
     stall them."""
+    with telemetry.tool_span(agent.name, input) as span:
+        outcome = await _tool_call(agent, input, executor)
+        span.record(outcome)
+    return outcome
+
+
+async def _tool_call(
+    agent: Agent[Any], input: ToolCallInput, executor: Executor | None
+) -> ToolCallOutcome:
     call = input.call
     if input.toolset_tool is not None:
         return await _toolset_call(agent, input, input.toolset_tool)

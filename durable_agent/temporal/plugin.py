@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
+from opentelemetry.trace import TracerProvider
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
@@ -69,6 +70,7 @@ from .search_attributes import ensure_search_attributes
 from .signing import ApprovalKeys, worker_keys
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
 from .toolsets import toolset_pool
+from .tracing import TelemetryInterceptor, Tracing, context_propagation, flush, provider_from_env
 from .workflow import AgentWorkflow
 from .workflow.stream_polls import StreamPollInterceptor
 
@@ -79,7 +81,7 @@ __all__ = [
     "data_converter",
 ]
 
-PASSTHROUGH_MODULES = ("durable_agent", "pydantic", "pydantic_core", "structlog")
+PASSTHROUGH_MODULES = ("durable_agent", "pydantic", "pydantic_core", "structlog", "opentelemetry")
 """Loaded once, outside the sandbox: the registry the workflow reads must be the worker's own
 instance (the one the agents were registered in), and re-importing pydantic and structlog
 in every workflow's sandbox is slow and buys nothing, as they are deterministic. Only
@@ -121,6 +123,8 @@ class DurableAgentPlugin(SimplePlugin):
         codec: PayloadCodec | None = None,
         external_storage: ExternalStorage | None = None,
         approval_keys: ApprovalKeys | None = None,
+        tracing: bool | TracerProvider = False,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         """`agents` are hosted by every worker (and replayer) this plugin configures; an
         `AgentRegistration(agent, AgentActivityConfig(...))` sets that agent's activity timeouts.
@@ -136,6 +140,11 @@ class DurableAgentPlugin(SimplePlugin):
         `approval_keys` (see `.signing`): every worker this plugin configures accepts only
         approvals signed with one of them, and an `AgentClient` on this client signs its
         decisions with the first.
+
+        `tracing` (see `.tracing`): `True` sends each run's OpenTelemetry spans (one trace a
+        run) to the global tracer provider, or to `tracer_provider`; a provider may also be
+        given as `tracing` itself. Off (the default), nothing is traced and no trace context
+        is added to workflow and activity headers.
         """
         entries: dict[str, tuple[Agent[Any], AgentRegistration | None]] = {}
         for entry in agents:
@@ -157,13 +166,20 @@ class DurableAgentPlugin(SimplePlugin):
         self.codec = codec
         self.external_storage = external_storage
         self.approval_keys = approval_keys
+        if isinstance(tracing, TracerProvider):
+            tracer_provider, tracing = tracing, True
+        self.tracing = Tracing(tracer_provider) if tracing else None
+        interceptors: list[Any] = [StreamPollInterceptor()]
+        if self.tracing is not None:
+            interceptors.append(context_propagation())
+        interceptors.append(TelemetryInterceptor(self.tracing))
         super().__init__(
             "durable-agent.DurableAgentPlugin",
             data_converter=self._data_converter,
             workflows=self._workflows,
             activities=self._activities,
             workflow_runner=self._workflow_runner,
-            interceptors=[StreamPollInterceptor()],
+            interceptors=interceptors,
         )
 
     @property
@@ -181,7 +197,8 @@ class DurableAgentPlugin(SimplePlugin):
         where DURABLE_AGENT_STORAGE says; raises `EncryptionError` or `StorageConfigError`
         naming a malformed setting. Requires (and makes) signed approvals when
         DURABLE_AGENT_APPROVAL_KEYS is set (`ApprovalKeyError`, an `EncryptionError`, when
-        it does not parse)."""
+        it does not parse). Traces runs over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT or
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (`.tracing.provider_from_env`)."""
         from .encryption import codec_from_env
         from .storage import external_storage_from_env
 
@@ -192,6 +209,7 @@ class DurableAgentPlugin(SimplePlugin):
             codec=codec_from_env(env),
             external_storage=external_storage_from_env(env),
             approval_keys=ApprovalKeys.from_env(env),
+            tracing=provider_from_env(env) or False,
         )
 
     # --- data converter -------------------------------------------------------------------
@@ -376,6 +394,7 @@ class DurableAgentPlugin(SimplePlugin):
         try:
             await super().run_worker(worker, next)
         finally:
+            flush(self.tracing)
             await toolset_pool.worker_stopped()
             tool_threads.release(slots)
             if keys is not None:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from ..runner import ActivityNodeRunner, WorkflowIdSource
     from ..search_attributes import AGENT_NAME, FORKED_FROM
     from ..signing import worker_keys
+    from ..tracing import begin_run, traced_sink
     from ..wire import (
         AgentStatusView,
         AgentWorkflowInput,
@@ -157,7 +158,7 @@ class AgentWorkflow:
                 runner=runner,
                 executor=self.executor,
                 ids=WorkflowIdSource(),
-                sink=self.events.publish,
+                sink=traced_sink(self.events.publish),
                 idempotency_prefix=workflow.info().workflow_id,
                 max_concurrent_tools=registration.activities.max_concurrent_tool_activities,
                 model_deltas=input.stream_deltas is not False,
@@ -166,6 +167,7 @@ class AgentWorkflow:
         self.live.controller = controller
         opening = Opening(input, controller, self.executor, self.chain, self._failed)
         state, drive = await opening.begin()
+        begin_run(state, forked=input.continuation is None and input.resume_from is not None)
         self.chain.start_step = state.run_step
         self.chain.after_steps = registration.activities.continue_as_new_after_steps
         self._publish()
