@@ -2,10 +2,12 @@
 tool that needs approval), `reporter` (a tool whose result arrives later, deferred) and
 `assistant` (for chat sessions).
 
-They use `OpenAIChatModel` when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model from
-`OPENAI_MODEL`, default `gpt-4o-mini`), and otherwise a small scripted model that reacts to
-the latest prompt, so the examples, and every command the docs show, run with no network
-and no key.
+They use the model `DURABLE_AGENT_MODEL` names when it is set (`anthropic:claude-sonnet-4-5`,
+`openai-responses:gpt-5`, `openai:gpt-4o-mini`, or a comma-separated fallback chain of
+them; see `durable_agent.models.model_from_name`), else `OpenAIChatModel` when
+`OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model from `OPENAI_MODEL`, default
+`gpt-4o-mini`), and otherwise a small scripted model that reacts to the latest prompt, so
+the examples, and every command the docs show, run with no network and no key.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from durable_agent import (
     ToolReturnPart,
     UserPromptPart,
 )
-from durable_agent.models import AgentInfo
+from durable_agent.models import AgentInfo, model_from_name
 
 __all__ = ["AGENTS", "assistant", "deployer", "reporter", "weather"]
 
 
 def _real_model() -> Model | None:
+    named = os.environ.get("DURABLE_AGENT_MODEL")
+    if named:
+        return model_from_name(named, stream=True)
     if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
         return None
     from durable_agent.models.openai import OpenAIChatModel

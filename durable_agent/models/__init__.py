@@ -8,6 +8,7 @@ from typing import Any
 from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode
 from .fallback import FallbackModel
 from .function import AgentInfo, FunctionModel, StreamFunction
+from .names import model_from_name
 from .test import TestModel
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "OutputMode",
     "StreamFunction",
     "TestModel",
+    "model_from_name",
 ]
 
 
