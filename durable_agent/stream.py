@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ._fields import omit_empty, omit_none
 from .messages import ModelResponse, TextPart, ThinkingPart
 
 __all__ = [
@@ -81,6 +82,11 @@ class AgentStreamRecord(BaseModel):
     run_id: str
     node: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+    workflow_id: str | None = omit_none()
+    """Set on a sub-agent's record read through its parent (`stream(children=True)`): the
+    child workflow it comes from; `seq` is then that run's own."""
+    depth: int = omit_empty(0)
+    """How far below the run being read the record's run is (1: a child)."""
 
 
 StreamSink = Callable[[AgentStreamRecord], None]

@@ -144,9 +144,6 @@ def deploy_agent(log: Any, prefix: str = "deploy") -> str:
     return name
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def start_worker_process(
     address: str,
     task_queue: str,
@@ -157,12 +154,13 @@ def start_worker_process(
 ) -> subprocess.Popen[bytes]:
     """`python worker.py --agents AGENTS` in a process of its own (one a test can SIGKILL);
     tools of the test agents write what they did under `test_dir` (`DA_TEST_DIR`)."""
+    root = Path(__file__).resolve().parents[1]  # not at import: workflows import this module
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": address,
         "TEMPORAL_TASK_QUEUE": task_queue,
         "DA_TEST_DIR": str(test_dir),
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(root),
     }
     return subprocess.Popen(
         [
@@ -174,7 +172,7 @@ def start_worker_process(
             "--log-format",
             "json",
         ],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,

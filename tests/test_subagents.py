@@ -8,6 +8,7 @@ wait, with the child's call in the parent's pending approvals.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import subprocess
@@ -496,3 +497,31 @@ async def test_in_process_a_grandchilds_call_is_decided_through_the_top_run() ->
     assert denied.status.value == "completed"
     assert denied.output == "Managed."
     assert denied.usage.requests == 8  # two each: the manager, the lead and its two sub-agents
+
+
+async def test_stream_with_children_and_watch_follow_the_sub_agents_live(
+    client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _register()
+    cli = cli_runner(dev_server.address, capsys)
+    async with new_worker(client) as worker:
+        run = await AgentClient(client, task_queue=worker.task_queue).start(
+            "checker", "check the tides"
+        )
+        records = [r async for r in run.stream(children=True)]
+        watched = await cli("watch", run.id)
+        only_parent = [r async for r in run.stream()]
+    own = [r for r in records if r.workflow_id is None]
+    assert [r.seq for r in own] == [r.seq for r in only_parent]
+    start = {
+        r.data["tool_call_id"]: r.data["workflow_id"] for r in own if r.kind == "subagent_start"
+    }
+    analyst = [r for r in records if r.workflow_id == start["k2"]]
+    assert analyst
+    assert {r.depth for r in analyst} == {1}
+    assert analyst[0].kind == "run_start"
+    completed = next(r for r in analyst if r.kind == "run_complete")
+    assert json.loads(completed.data["output"]) == {"topic": "tides", "confidence": 0.9}
+    assert watched.code == 0, watched.err
+    assert "sub-agent analyst started for k2" in watched.out
+    assert re.search(r"^    \[\d+\] completed: ", watched.out, re.MULTILINE), watched.out

@@ -42,12 +42,21 @@ ENDED_OK = frozenset({"completed"})
     metavar="SEQ",
     help="start at record SEQ (default 0: the whole run so far)",
 )
+@click.option(
+    "--children/--no-children",
+    default=True,
+    show_default=True,
+    help="follow the run's sub-agents too, indented under it",
+)
 @connection_options(group=False)
 @click.pass_obj
-def watch(settings: Settings, workflow_id: str, from_seq: int | None) -> Awaitable[int]:
+def watch(
+    settings: Settings, workflow_id: str, from_seq: int | None, children: bool
+) -> Awaitable[int]:
     """Follow run ID live, until it ends: its steps, tool calls, the model's text as it is
-    written, and the calls waiting for a human (with the command to approve them). A run
-    that has ended is replayed. --json prints one stream record per line."""
+    written, and the calls waiting for a human (with the command to approve them), and
+    those of its sub-agents, indented. A run that has ended is replayed. --json prints one
+    stream record per line (a sub-agent's with its `workflow_id` and `depth`)."""
 
     async def follow() -> int:
         handle = (await settings.connect()).get(workflow_id)
@@ -56,11 +65,12 @@ def watch(settings: Settings, workflow_id: str, from_seq: int | None) -> Awaitab
             await _seed(handle, view, from_seq)
         after = from_seq - 1 if from_seq else None
         if settings.json:
-            async for record in handle.stream(after):
-                view.apply(record)
+            async for record in handle.stream(after, children=children):
+                if record.workflow_id is None:
+                    view.apply(record)
                 dump_line(record)
         else:
-            await _show(handle, view, after)
+            await _show(handle, view, after, children)
         return await _ended(handle, view, from_seq)
 
     return follow()
@@ -79,17 +89,35 @@ async def _seed(handle: AgentRunHandle, view: RunView, from_seq: int) -> None:
         err(f"waiting for seq {from_seq}: the run's last record so far is seq {position - 1}")
 
 
-async def _show(handle: AgentRunHandle, view: RunView, after: int | None) -> None:
+async def _show(handle: AgentRunHandle, view: RunView, after: int | None, children: bool) -> None:
+    """The run in its view (or, off a terminal, as lines); its sub-agents' steps as lines,
+    indented by how deep each one is."""
     console = Console(file=sys.stdout, highlight=False)
+    below: dict[str, RunView] = {}
+
+    def child_line(record: AgentStreamRecord) -> str | None:
+        assert record.workflow_id is not None
+        child = below.setdefault(record.workflow_id, RunView(record.workflow_id))
+        child.apply(record)
+        line = _line(child, record)
+        return "    " * record.depth + line if line else None
+
     if not console.is_terminal:
-        async for record in handle.stream(after):
-            view.apply(record)
-            line = _line(view, record)
+        async for record in handle.stream(after, children=children):
+            if record.workflow_id is not None:
+                line = child_line(record)
+            else:
+                view.apply(record)
+                line = _line(view, record)
             if line:
                 out(line)
         return
     with Live(view.render(), console=console, refresh_per_second=REFRESH_PER_SECOND) as live:
-        async for record in handle.stream(after):
+        async for record in handle.stream(after, children=children):
+            if record.workflow_id is not None:
+                if line := child_line(record):
+                    live.console.print(line, markup=False, highlight=False)
+                continue
             view.apply(record)
             live.update(view.render())
 
@@ -113,6 +141,18 @@ def _line(view: RunView, record: AgentStreamRecord) -> str | None:
             f"{prefix} waiting for approval of {data.get('tool_name')} {call} "
             f"{compact(data.get('arguments'))}: durable-agent approve {q(view.workflow_id)} "
             f"{q(str(call))}"
+        )
+    if kind == "subagent_start":
+        return (
+            f"{prefix} sub-agent {data.get('agent')} started for {data.get('tool_call_id')} "
+            f"({data.get('workflow_id')})"
+        )
+    if kind == "subagent_end":
+        outcome = "failed" if data.get("is_error") else "finished"
+        usage = data.get("usage") or {}
+        return (
+            f"{prefix} sub-agent {data.get('agent')} {outcome} for {data.get('tool_call_id')} "
+            f"({usage.get('requests', 0)} requests)"
         )
     if kind == "steered":
         return f"{prefix} steered: {data.get('message')}"

@@ -126,6 +126,8 @@ class AgentLoop(ToolSteps):
                     run_id=self.state.run_id,
                     node=node.value if node else None,
                     data=data,
+                    workflow_id=None,
+                    depth=0,
                 )
             )
         return seq

@@ -201,7 +201,11 @@ class AgentRunHandle:
         return await self._reader().links()
 
     async def stream(
-        self, after: int | None = None, *, poll_interval: float | None = None
+        self,
+        after: int | None = None,
+        *,
+        poll_interval: float | None = None,
+        children: bool = False,
     ) -> AsyncIterator[AgentStreamRecord]:
         """The run's stream records, live, with a seq above `after` (all of them when None):
         after a disconnect, pass the last seq you got to go on exactly where you stopped.
@@ -213,14 +217,28 @@ class AgentRunHandle:
         before it. Raises ValueError for a negative `after`, `RunNotFound` and
         `NotAnAgentRun` before reading anything. It polls the run's Workflow Stream with a
         query every `poll_interval` seconds while nothing is new (0.1 by default): queries
-        add nothing to history, however many readers there are."""
+        add nothing to history, however many readers there are.
+
+        `children=True` follows the run's sub-agents too, live and at any depth: their
+        records come tagged with the child's `workflow_id` and `depth` (`seq` is the
+        child's own), and the stream ends once every child has ended as well."""
         if after is not None and after < 0:
             raise ValueError(f"after must be a seq (0 or more) or None, got {after}")
-        from ..streams import DEFAULT_POLL_INTERVAL
+        from ..streams import DEFAULT_POLL_INTERVAL, StreamReader
+        from .tree_stream import follow_tree
 
         await self._ensure_agent()
         interval = DEFAULT_POLL_INTERVAL if poll_interval is None else poll_interval
-        async for record in self._reader().records(after, poll_interval=interval):
+        if not children:
+            async for record in self._reader().records(after, poll_interval=interval):
+                yield record
+            return
+
+        def read(workflow_id: str, start: int | None) -> AsyncIterator[AgentStreamRecord]:
+            reader = StreamReader(self.agents.client, workflow_id, self.agents.timeout)
+            return reader.records(start, poll_interval=interval)
+
+        async for record in follow_tree(self.id, after, read, poll_interval=interval):
             yield record
 
     async def stream_position(self) -> int:
