@@ -13,14 +13,15 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import ValidationError
 from pydantic_core import to_json
 
-from ..errors import ModelHTTPError, UserError
+from ..errors import AgentError, ModelHTTPError, UnexpectedModelBehavior, UserError
 from ..messages import (
     InstructionPart,
     ModelMessage,
@@ -65,6 +66,7 @@ UNANSWERED_OUTPUT_CALL = "Final result processed."
 UNANSWERED_CALL = "This tool call was not run."
 
 C = TypeVar("C")
+T = TypeVar("T")
 
 
 def merge_settings(base: ModelSettings | None, override: ModelSettings | None) -> ModelSettings:
@@ -398,6 +400,36 @@ class SDKModel(Model, Generic[C]):
             f"(the worker), or pass api_key=...; for a server without keys set "
             f"{self.base_url_variable} or pass base_url=..."
         )
+
+    def _error(self, error: Exception) -> AgentError | None:
+        """One of the SDK's errors as ours; None for an error that is not the SDK's."""
+        return None
+
+    async def _guarded(self, call: Awaitable[T]) -> T:
+        """Awaits one SDK call, its errors turned into ours."""
+        try:
+            return await call
+        except Exception as error:
+            if (mapped := self._error(error)) is not None:
+                raise mapped from error
+            raise
+
+    async def _drain(self, events: AsyncIterable[Any], take: Callable[[Any], None]) -> None:
+        """Hands every event of a stream to `take`: the SDK's errors (a transport error, an
+        `error` event) raised as ours, a malformed event as `UnexpectedModelBehavior`."""
+        try:
+            async for event in events:
+                take(event)
+        except AgentError:
+            raise
+        except (AttributeError, TypeError, KeyError, ValidationError) as error:
+            raise UnexpectedModelBehavior(
+                f"{self._model_name}: a streamed event is malformed: {error}"
+            ) from error
+        except Exception as error:
+            if (mapped := self._error(error)) is not None:
+                raise mapped from error
+            raise
 
     def _status_error(
         self, status: int | None, message: str, *, body: Any, headers: Mapping[str, str] | None

@@ -317,13 +317,7 @@ class AnthropicModel(SDKModel[Any]):
         self, messages: list[ModelMessage], params: ModelRequestParameters, *, stream: bool
     ) -> Any:
         arguments = self._arguments(messages, params)
-        client = self.client()
-        try:
-            return await client.messages.create(**arguments, stream=stream)
-        except Exception as error:
-            if (mapped := self._error(error)) is not None:
-                raise mapped from error
-            raise
+        return await self._guarded(self.client().messages.create(**arguments, stream=stream))
 
     def _error(self, error: Exception) -> AgentError | None:
         if isinstance(error, anthropic.APIStatusError):
@@ -376,17 +370,7 @@ class AnthropicModel(SDKModel[Any]):
             return await self.request(messages, params)
         events = await self._create(messages, params, stream=True)
         assembly = _StreamAssembly()
-        try:
-            async for event in events:
-                assembly.add(event, on_delta)
-        except (AttributeError, TypeError, KeyError, ValidationError) as error:
-            raise UnexpectedModelBehavior(
-                f"{self._model_name}: a streamed event is malformed: {error}"
-            ) from error
-        except Exception as error:
-            if (mapped := self._error(error)) is not None:
-                raise mapped from error
-            raise
+        await self._drain(events, lambda event: assembly.add(event, on_delta))
         if not assembly.stopped:
             raise self._cut_off("message_stop")
         return self._response(

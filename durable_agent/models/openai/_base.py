@@ -8,9 +8,9 @@ from typing import TypeVar
 import openai
 from openai import AsyncOpenAI, Omit, omit
 
-from ...errors import AgentError, ModelHTTPError, UnexpectedModelBehavior
+from ...errors import AgentError, ModelHTTPError, UnexpectedModelBehavior, UserError
 from .._common import NO_KEY_PLACEHOLDER, SDKModel, status_error
-from ..base import ModelSettings
+from ..base import ModelSettings, OutputMode
 
 __all__ = ["OpenAIBase", "given"]
 
@@ -43,7 +43,13 @@ class OpenAIBase(SDKModel[AsyncOpenAI]):
         stream: bool,
         provider: str,
         settings: ModelSettings | None,
+        structured_output: OutputMode,
     ) -> None:
+        if structured_output not in ("json_schema", "tool"):
+            raise UserError(
+                f"structured_output must be 'json_schema' or 'tool', got {structured_output!r}"
+            )
+        self._structured_output: OutputMode = structured_output
         super().__init__(
             model_name,
             api_key=api_key,
@@ -55,6 +61,10 @@ class OpenAIBase(SDKModel[AsyncOpenAI]):
             provider=provider,
             settings=settings,
         )
+
+    @property
+    def structured_output_mode(self) -> OutputMode:
+        return self._structured_output
 
     def client(self) -> AsyncOpenAI:
         """The SDK client: the caller's, or built on first use from this process's

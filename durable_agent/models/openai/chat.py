@@ -51,7 +51,7 @@ from .._common import (
     parse_arguments,
     redact_url,
 )
-from ..base import DeltaSink, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode
+from ..base import DeltaSink, ModelDelta, ModelRequestParameters, ModelSettings
 from ._base import OpenAIBase, given
 
 __all__ = ["OpenAIChatModel", "map_messages"]
@@ -150,10 +150,6 @@ class OpenAIChatModel(OpenAIBase):
         `openai` unless given, whatever the URL."""
         if not model_name:
             raise UserError("OpenAIChatModel needs a model name, e.g. 'gpt-4o-mini'")
-        if structured_output not in ("json_schema", "tool"):
-            raise UserError(
-                f"structured_output must be 'json_schema' or 'tool', got {structured_output!r}"
-            )
         if not provider:
             raise UserError("OpenAIChatModel(provider=...) must name a provider, e.g. 'openai'")
         super().__init__(
@@ -164,12 +160,8 @@ class OpenAIChatModel(OpenAIBase):
             stream=stream,
             provider=provider,
             settings=settings,
+            structured_output=structured_output,
         )
-        self._structured_output: StructuredOutput = structured_output
-
-    @property
-    def structured_output_mode(self) -> OutputMode:
-        return self._structured_output
 
     def __repr__(self) -> str:
         return (
@@ -219,8 +211,8 @@ class OpenAIChatModel(OpenAIBase):
         timeout: float | NotGiven = (
             settings.timeout_seconds if settings.timeout_seconds is not None else not_given
         )
-        try:
-            return await client.chat.completions.create(
+        return await self._guarded(
+            client.chat.completions.create(
                 model=self._model_name,
                 messages=map_messages(messages),
                 tools=tools or omit,
@@ -235,10 +227,7 @@ class OpenAIChatModel(OpenAIBase):
                 extra_body=settings.extra or None,
                 **stream,
             )
-        except Exception as error:
-            if (mapped := self._error(error)) is not None:
-                raise mapped from error
-            raise
+        )
 
     async def request(
         self, messages: list[ModelMessage], params: ModelRequestParameters
@@ -270,17 +259,7 @@ class OpenAIChatModel(OpenAIBase):
             messages, params, stream=True, stream_options={"include_usage": True}
         )
         assembly = _StreamAssembly(self._model_name, self._provider)
-        try:
-            async for chunk in chunks:
-                assembly.add(chunk, on_delta)
-        except (AttributeError, TypeError, ValidationError) as error:
-            raise UnexpectedModelBehavior(
-                f"{self._model_name}: a streamed chunk is malformed: {error}"
-            ) from error
-        except Exception as error:  # the SDK wraps transport errors, and `error` events
-            if (mapped := self._error(error)) is not None:
-                raise mapped from error
-            raise
+        await self._drain(chunks, lambda chunk: assembly.add(chunk, on_delta))
         if assembly.finish_reason is None:
             # Every complete stream ends its choice with a finish reason; a connection
             # closed before it (a proxy restarting) ends the iteration quietly.

@@ -183,10 +183,6 @@ class OpenAIResponsesModel(OpenAIBase):
     ) -> None:
         """`reasoning` is the API's reasoning option, e.g. `{"effort": "low", "summary":
         "auto"}`; `provider` names who serves a compatible `base_url` for prices and quotas."""
-        if structured_output not in ("json_schema", "tool"):
-            raise UserError(
-                f"structured_output must be 'json_schema' or 'tool', got {structured_output!r}"
-            )
         super().__init__(
             model_name,
             api_key=api_key,
@@ -195,13 +191,9 @@ class OpenAIResponsesModel(OpenAIBase):
             stream=stream,
             provider=provider,
             settings=settings,
+            structured_output=structured_output,
         )
         self.reasoning = reasoning
-        self._structured_output: OutputMode = structured_output
-
-    @property
-    def structured_output_mode(self) -> OutputMode:
-        return self._structured_output
 
     def _repr_fields(self) -> str:
         extra = f", reasoning={self.reasoning!r}" if self.reasoning else ""
@@ -244,8 +236,8 @@ class OpenAIResponsesModel(OpenAIBase):
         timeout: float | NotGiven = (
             settings.timeout_seconds if settings.timeout_seconds is not None else not_given
         )
-        try:
-            return await client.responses.create(
+        return await self._guarded(
+            client.responses.create(
                 model=self._model_name,
                 input=cast(ResponseInputParam, map_input(messages)),
                 tools=cast(Any, tools) if tools else omit,
@@ -261,10 +253,7 @@ class OpenAIResponsesModel(OpenAIBase):
                 extra_body=settings.extra or None,
                 stream=stream,
             )
-        except Exception as error:
-            if (mapped := self._error(error)) is not None:
-                raise mapped from error
-            raise
+        )
 
     async def request(
         self, messages: list[ModelMessage], params: ModelRequestParameters
@@ -296,36 +285,25 @@ class OpenAIResponsesModel(OpenAIBase):
         if not self._stream:
             return await self.request(messages, params)
         events = await self._create(messages, params, stream=True)
-        final: Response | None = None
-        try:
-            async for event in events:
-                kind = getattr(event, "type", None)
-                if kind == "response.output_text.delta":
-                    on_delta(ModelDelta(kind="text", text=event.delta))
-                elif kind in (
-                    "response.reasoning_summary_text.delta",
-                    "response.reasoning_text.delta",
-                ):
-                    on_delta(ModelDelta(kind="thinking", text=event.delta))
-                elif kind in ("response.completed", "response.incomplete"):
-                    final = event.response
-                elif kind == "response.failed":
-                    raise self._failed(event.response)
-                elif kind == "error":
-                    raise self._stream_error(event)
-        except (ModelHTTPError, UnexpectedModelBehavior):
-            raise
-        except (AttributeError, TypeError, ValidationError) as error:
-            raise UnexpectedModelBehavior(
-                f"{self._model_name}: a streamed event is malformed: {error}"
-            ) from error
-        except Exception as error:
-            if (mapped := self._error(error)) is not None:
-                raise mapped from error
-            raise
-        if final is None:
+        final: list[Response] = []
+
+        def take(event: Any) -> None:
+            kind = getattr(event, "type", None)
+            if kind == "response.output_text.delta":
+                on_delta(ModelDelta(kind="text", text=event.delta))
+            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                on_delta(ModelDelta(kind="thinking", text=event.delta))
+            elif kind in ("response.completed", "response.incomplete"):
+                final.append(event.response)
+            elif kind == "response.failed":
+                raise self._failed(event.response)
+            elif kind == "error":
+                raise self._stream_error(event)
+
+        await self._drain(events, take)
+        if not final:
             raise self._cut_off("the response was completed")
-        return self._checked(final)
+        return self._checked(final[-1])
 
     def _failed(self, response: Response) -> ModelHTTPError:
         """`response.failed`: the server gave up on the answer (retryable unless it says the
