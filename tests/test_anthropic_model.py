@@ -97,6 +97,7 @@ async def test_a_text_reply_and_what_was_sent(server: FakeAnthropicServer) -> No
     [request] = server.requests
     # The key from ANTHROPIC_API_KEY in this process (this SDK sends it as a bearer token).
     assert request.headers["authorization"] == f"Bearer {API_KEY}"
+    assert request.headers["x-api-key"] == API_KEY  # as the API reference documents it
     assert request.headers["anthropic-version"]
     assert request.body == {
         "model": MODEL,

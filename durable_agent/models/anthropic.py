@@ -243,7 +243,12 @@ class AnthropicModel(SDKModel[Any]):
                 if base_url is None:
                     raise self._no_key()
                 api_key = NO_KEY_PLACEHOLDER
-            return AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
+            # The key as the API documents it (`x-api-key`) as well as the SDK's bearer token,
+            # so gateways and proxies that know only the first accept it too.
+            headers = {"x-api-key": api_key} if api_key is not None else None
+            return AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=0, default_headers=headers
+            )
 
         return self._client_for_loop(build)
 
