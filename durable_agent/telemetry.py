@@ -77,7 +77,13 @@ def tracer() -> trace.Tracer:
 
 
 def _enabled() -> bool:
-    return _provider.get() is not _OFF
+    """False when spans would go nowhere: turned off, or no SDK provider installed (the
+    API's default proxy), so an uninstrumented application pays next to nothing."""
+    provider = _provider.get()
+    if provider is None:
+        provider = trace.get_tracer_provider()
+        return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    return provider is not _OFF
 
 
 def capture_content() -> bool:
