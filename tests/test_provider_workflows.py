@@ -28,6 +28,7 @@ from durable_agent.models.anthropic import AnthropicModel
 from durable_agent.models.openai import OpenAIResponsesModel
 from durable_agent.overrides import AgentOverrides
 from durable_agent.temporal import AgentClient, AgentWorkflow, DurableAgentPlugin
+from durable_agent.temporal.client import agent_client
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import AgentActivityConfig, registry
 from durable_agent.temporal.runner import FALLBACK_PATCH
@@ -286,6 +287,7 @@ async def test_cli_run_with_model(
     claude: FakeAnthropicServer,
     gpt: FakeResponsesServer,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = per_run_agent(claude, gpt)
     cli = cli_runner(dev_server.address, capsys)
@@ -299,11 +301,17 @@ async def test_cli_run_with_model(
         refused = await cli(
             "run", name, "hi", "--model", "gpt-9", "--task-queue", worker.task_queue
         )
+        # A CLI in another process, without the agent: the worker refuses the run.
+        monkeypatch.setattr(agent_client, "_check_overrides", lambda workflow_input: None)
+        remote = await cli("run", name, "hi", "--model", "gpt-9", "--task-queue", worker.task_queue)
 
     assert ok.code == 0, ok.err
     assert "mini answered" in ok.out
     assert refused.code == 1
     assert "no allowed model named 'gpt-9'" in refused.err
+    assert remote.code == 1
+    assert "was refused: invalid_input: agent" in remote.err
+    assert "no allowed model named 'gpt-9'" in remote.err
     assert [r.status for r in claude.requests] == [503, 503]
     assert gpt.bodies[0]["model"] == "gpt-5-mini"
 
