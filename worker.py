@@ -3,10 +3,11 @@
     python worker.py [--agents my.module ...] [--no-examples] [--log-format json|console] [--dev]
 
 The worker is the library's `durable-agent worker` command (`durable_agent.cli.worker`);
-this file adds what the application brings: the example agents (`workflows.agents`, tools
-in `activities.tools`), `ReleaseWorkflow` (`workflows.release`) and its activity
-(`activities.release`). Environment: TEMPORAL_ADDRESS (default localhost:7233),
-TEMPORAL_NAMESPACE (default `default`), TEMPORAL_TASK_QUEUE (default `durable-agent`).
+this file adds what the application brings: the example agents (`workflows.agents`, the
+research team in `workflows.research`, tools in `activities.tools`), `ReleaseWorkflow`
+(`workflows.release`) and its activity (`activities.release`). Environment:
+TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default `default`),
+TEMPORAL_TASK_QUEUE (default `durable-agent`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from durable_agent.temporal.worker import exit_process
 from workflows import WORKFLOWS
 
 APPLICATION = Application(
-    agent_modules=("workflows.agents",), workflows=WORKFLOWS, activities=ACTIVITIES
+    agent_modules=("workflows.agents", "workflows.research"),
+    workflows=WORKFLOWS,
+    activities=ACTIVITIES,
 )
 
 

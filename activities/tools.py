@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from durable_agent import CallDeferred
 
-__all__ = ["deploy", "get_weather", "run_report", "service_status"]
+__all__ = [
+    "deploy",
+    "get_weather",
+    "publish_article",
+    "run_report",
+    "search_notes",
+    "service_status",
+]
 
 
 async def get_weather(city: str) -> str:
@@ -42,3 +49,22 @@ async def run_report(query: str) -> str:
         query: what the report should answer
     """
     raise CallDeferred(f"the warehouse runs {query!r}; deliver its rows when it is done")
+
+
+async def search_notes(topic: str) -> str:
+    """Look a topic up in the team's notes.
+
+    Args:
+        topic: what to look up
+    """
+    return f"the notes on {topic!r} say it is well documented and widely used"
+
+
+async def publish_article(title: str, body: str) -> str:
+    """Publish an article on the team's site. Needs a human's approval.
+
+    Args:
+        title: the headline
+        body: the article
+    """
+    return f"published {title!r} ({len(body)} characters)"

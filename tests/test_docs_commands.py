@@ -158,7 +158,13 @@ async def test_every_cli_command_of_the_actions_table_runs_against_the_sample_ap
 
 # -- the other pages' shell blocks ------------------------------------------------------------
 
-PAGES = ("README.md", "docs/time-travel.md", "docs/streams.md", "docs/temporal.md")
+PAGES = (
+    "README.md",
+    "docs/time-travel.md",
+    "docs/streams.md",
+    "docs/temporal.md",
+    "docs/subagents.md",
+)
 ILLUSTRATIVE = ("--at ckpt_0192…",)
 """Commands shown with a placeholder the reader fills in from an earlier command's output;
 the test runs every other `durable-agent` and `temporal workflow` line of those pages."""
@@ -202,6 +208,12 @@ async def setup_for(command: str, client: Client, agents: AgentClient) -> None:
         await run("s1", "assistant", "", "awaiting_prompt", session=True)
     elif "ReleaseWorkflow" in words:
         await clear(client, "release-1", "release-1-deployer")
+    elif words[:3] == ["durable-agent", "run", "research_lead"]:
+        await clear(client, "r1")
+    elif "r1" in words and words[1] in ("status", "approve") and "call_publish_0" not in words:
+        await until(agents, "r1", "waiting", "completed")
+    elif words[:3] == ["durable-agent", "approve", "r1"]:
+        await until(agents, "r1", "waiting")
     elif words[:2] == ["durable-agent", "approve"] and "release-1-deployer" in words:
         await until(agents, "release-1-deployer", "waiting")
     elif words[:2] == ["durable-agent", "approve"]:
@@ -245,7 +257,7 @@ async def _run_the_guides(client: Client, dev_server: DevServer, tmp_path: Path)
                 cwd=ROOT,
             )
             outcomes[command] = (done.returncode, done.stdout[-400:], done.stderr[-600:])
-        await clear(client, "w1", "w1b", "w2", "w3", "s1", "release-1", "release-1-deployer")
+        await clear(client, "w1", "w1b", "w2", "w3", "s1", "release-1", "release-1-deployer", "r1")
     failed = {c: o for c, o in outcomes.items() if o[0] != 0}
     assert failed == {}, failed
     result = outcomes["temporal workflow result --workflow-id release-1"][1]
