@@ -27,6 +27,7 @@ from durable_agent import (
     ToolApprovalDecision,
     UsageLimits,
 )
+from durable_agent.subagents import agent_tree
 from durable_agent.temporal import (
     AgentActivityConfig,
     AgentClient,
@@ -237,7 +238,52 @@ SCENARIOS: dict[str, Scenario] = {
     "empty_prompt": Scenario(
         lambda n: _agent(n, TestModel.with_text("unused")).build(), prompt="   "
     ),
+    "subagent": Scenario(
+        lambda n: (
+            _agent(
+                n,
+                TestModel.with_responses(
+                    [
+                        tool_response(call(f"{n}-child", "s1", prompt="weather in Paris?")),
+                        text_response("the child says sunny"),
+                    ]
+                ),
+            )
+            .subagent(
+                _agent(
+                    f"{n}-child",
+                    TestModel.with_responses(
+                        [tool_response(call("lookup", "c1", city="Paris")), text_response("sunny")]
+                    ),
+                    lookup,
+                ).build()
+            )
+            .build()
+        )
+    ),
+    "subagent_failure": Scenario(
+        lambda n: (
+            _agent(
+                n,
+                TestModel.with_responses(
+                    [
+                        tool_response(call(f"{n}-child", "s1", prompt="try")),
+                        text_response("the child failed"),
+                    ]
+                ),
+            )
+            .subagent(
+                _agent(f"{n}-child", TestModel.with_text("unused"))
+                .usage_limits(UsageLimits(request_limit=0))
+                .build()
+            )
+            .build()
+        )
+    ),
 }
+"""A sub-agent waiting for a human is not in the matrix on purpose: on Temporal the parent
+waits inside its tool call (the child holds the call), in-process it goes to `waiting` and
+resumes, so their boundaries differ; their messages and usage agree (test_subagents)."""
 
 
 def _records(records: list[AgentStreamRecord]) -> list[dict[str, Any]]:
@@ -247,8 +293,16 @@ def _records(records: list[AgentStreamRecord]) -> list[dict[str, Any]]:
         data = {
             k: v for k, v in record.data.items() if k not in ("checkpoint_id", "conversation_id")
         }
+        if record.kind == "subagent_start":
+            data.pop("workflow_id")  # the child's id starts with the workflow's or run's id
         out.append({"seq": record.seq, "kind": record.kind, "node": record.node, "data": data})
     return out
+
+
+def _own(executor: RecordingExecutor) -> list[AgentResumeEvidence]:
+    """The run's own boundaries: in-process its sub-agents' reach the same executor (each
+    naming its parent), on Temporal they are their child workflows'."""
+    return [c.resume for c in executor.checkpoints if c.metadata.parent_run_id is None]
 
 
 async def run_in_process(scenario: Scenario, name: str = "in-process") -> Observed:
@@ -272,14 +326,14 @@ async def run_in_process(scenario: Scenario, name: str = "in-process") -> Observ
         kind = error.kind if isinstance(error, AgentError) else type(error).__name__
         last = executor.checkpoints[-1].state if executor.checkpoints else None
         return Observed(
-            evidence=[c.resume for c in executor.checkpoints],
+            evidence=_own(executor),
             records=_records(records),
             messages=normalized(last.message_history) if last else [],
             status="failed",
             error=(kind, str(error)),
         )
     return Observed(
-        evidence=[c.resume for c in executor.checkpoints],
+        evidence=_own(executor),
         records=_records(records),
         messages=normalized(result.messages),
         status=result.status.value,
@@ -288,12 +342,11 @@ async def run_in_process(scenario: Scenario, name: str = "in-process") -> Observ
 
 async def run_on_temporal(client: Client, scenario: Scenario, name: str) -> Observed:
     fast = fast_activity(maximum_attempts=2, initial_interval=0.05, maximum_interval=0.05)
-    registry.register(
-        scenario.build(name),
-        AgentActivityConfig(
-            prepare_model_request=fast, model_request=fast, tool_call=fast, validate_output=fast
-        ),
+    config = AgentActivityConfig(
+        prepare_model_request=fast, model_request=fast, tool_call=fast, validate_output=fast
     )
+    for agent in agent_tree(scenario.build(name)):
+        registry.register(agent, config)
     error: tuple[str, str] | None = None
     async with new_worker(client) as worker:
         handle = await start_agent(client, worker, name, scenario.prompt)
@@ -377,5 +430,9 @@ def test_the_matrix_covers_what_the_drivers_must_agree_on() -> None:
         "the prompt is empty; send the task for the agent",
     )
     assert observed["empty_prompt"].evidence == []
+    assert "the child says sunny" in str(observed["subagent"].messages)
+    assert "'content': 'sunny'" in str(observed["subagent"].messages)
+    assert "subagent_failed" in str(observed["subagent_failure"].messages)
+    assert observed["subagent_failure"].status == "completed"
     seqs = [r["seq"] for r in observed["approval"].records]
     assert seqs == list(range(len(seqs))), "stream numbering goes on after the decision"
