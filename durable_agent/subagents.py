@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import telemetry
 from ._fields import trusted
 from .errors import AgentError, UserError
 from .executor import AgentExecutor
@@ -254,15 +255,18 @@ async def run_in_process(call: SubagentCall) -> ToolCallOutcome | SubagentWaitin
     try:
         async with agent.open_toolsets():
             if resume is not None:
-                drive = controller.continue_after_hitl(
-                    resume.state, resume.approvals, resume.results
-                )
+                state = resume.state
+                drive = controller.continue_after_hitl(state, resume.approvals, resume.results)
             else:
-                drive = controller.start(controller.new_state(prompt, metadata=call.metadata))
-            if subagent.timeout_seconds is not None:
-                final = await asyncio.wait_for(drive, subagent.timeout_seconds)
-            else:
-                final = await drive
+                state = controller.new_state(prompt, metadata=call.metadata)
+                drive = controller.start(state)
+            # The sub-agent's run span, inside its parent's (the current span).
+            with telemetry.invoke_agent_span(agent.name, state, new_run=resume is None) as span:
+                if subagent.timeout_seconds is not None:
+                    final = await asyncio.wait_for(drive, subagent.timeout_seconds)
+                else:
+                    final = await drive
+                span.finished(final)
     except TimeoutError:
         used = controller.loop.state.usage if controller.loop is not None else None
         return subagent_failure(

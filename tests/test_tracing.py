@@ -445,3 +445,78 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     assert "gen_ai.client.operation.duration" in receiver.metrics
     token_points = receiver.metrics["gen_ai.client.token.usage"]
     assert {p[0]["gen_ai.token.type"] for p in token_points} == {"input", "output"}
+
+
+# -- sub-agents: inside their parent's trace ----------------------------------------------------
+
+
+def parent_and_child(prefix: str) -> tuple[Any, Any]:
+    child = tool_agent(unique(f"{prefix}-child"))
+    parent_model = TestModel.with_responses(
+        [tool_response(call(child.name, "s1", prompt="look it up")), text_response("relayed")]
+    )
+    parent = AgentBuilder(parent_model).name(unique(f"{prefix}-parent")).subagent(child).build()
+    return parent, child
+
+
+def nested(spans: list[ReceivedSpan], parent: Any, child: Any) -> None:
+    named = by_name(spans)
+    (outer,) = named[f"invoke_agent {parent.name}"]
+    (inner,) = named[f"invoke_agent {child.name}"]
+    assert {s.trace_id for s in spans} == {outer.trace_id}
+    assert inner.parent_span_id == outer.span_id
+    (tool,) = named["execute_tool lookup"]
+    assert tool.parent_span_id == inner.span_id
+    assert len(named["chat test"]) == 4  # two requests each
+
+
+async def test_an_in_process_sub_agent_is_nested_in_its_parent(
+    traced: TracerProvider, receiver: OtlpReceiver
+) -> None:
+    parent, child = parent_and_child("nest")
+    result = await parent.run("go")
+    assert result.output == "relayed"
+    spans = await receiver.wait_for(
+        lambda s: any(x.name == f"invoke_agent {parent.name}" for x in s)
+    )
+    nested(spans, parent, child)
+
+
+async def test_a_sub_agent_on_temporal_is_nested_in_its_parent(
+    dev_server: DevServer, provider: TracerProvider, receiver: OtlpReceiver
+) -> None:
+    client = await traced_client(dev_server, provider)
+    parent, child = parent_and_child("nest")
+    registry.register(child)
+    registry.register(parent)
+    async with new_worker(client) as worker:
+        handle = await start_agent(client, worker, parent.name, "go")
+        result = await handle.result()
+    assert result.output == "relayed"
+    spans = await receiver.wait_for(
+        lambda s: any(x.name == f"invoke_agent {parent.name}" for x in s)
+    )
+    nested(spans, parent, child)
+
+
+def test_the_worker_reads_the_standard_otlp_variables() -> None:
+    from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
+
+    from durable_agent.temporal.tracing import TracingConfigError, provider_from_env
+
+    assert provider_from_env({}) is None
+    assert provider_from_env({"OTEL_SERVICE_NAME": "x"}) is None
+    with pytest.raises(TracingConfigError, match="thrift"):
+        provider_from_env(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"}
+        )
+    made = provider_from_env(
+        {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://x/v1/traces",
+            "OTEL_METRICS_EXPORTER": "none",
+        }
+    )
+    assert isinstance(made, ReplaySafeTracerProvider)
+    made.shutdown()
+    plugin = DurableAgentPlugin.from_env(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": ""})
+    assert plugin.tracing is None

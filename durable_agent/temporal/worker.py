@@ -31,6 +31,7 @@ from .registry import AgentRegistry, registry
 from .search_attributes import ensure_search_attributes
 from .storage import STORAGE_ENV, StorageConfigError
 from .toolsets import ToolsetStartupError, toolset_pool
+from .tracing import OTLP_ENDPOINT_ENVS, TracingConfigError
 
 __all__ = ["WorkerStartError", "exit_process", "plugin", "register_module", "run_worker"]
 
@@ -83,12 +84,16 @@ def register_module(target: AgentRegistry, module_name: str) -> list[str]:
 def plugin() -> DurableAgentPlugin:
     """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`) and
     stores large ones where DURABLE_AGENT_STORAGE says (see `.storage`); requires signed
-    approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`). A setting that does
-    not parse stops the worker with a message naming it."""
+    approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`); traces over OTLP when
+    OTEL_EXPORTER_OTLP_ENDPOINT is set (see `.tracing`). A setting that does not parse stops
+    the worker with a message naming it."""
     try:
         built = DurableAgentPlugin.from_env()
-    except (EncryptionError, StorageConfigError) as error:
+    except (EncryptionError, StorageConfigError, TracingConfigError) as error:
         raise WorkerStartError(str(error)) from None
+    if built.tracing is not None:
+        endpoint = next((os.environ[n] for n in OTLP_ENDPOINT_ENVS if os.environ.get(n)), None)
+        log.info("tracing on: spans and metrics go over OTLP", endpoint=endpoint)
     if built.external_storage is not None:
         log.info("external payload storage on", storage=os.environ.get(STORAGE_ENV))
     codec = built.codec
