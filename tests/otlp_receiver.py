@@ -133,6 +133,8 @@ class OtlpReceiver:
                         points = self.metrics.setdefault(metric.name, [])
                         for point in metric.histogram.data_points:
                             points.append((_attributes(point.attributes), point.sum))
+                        for point in metric.sum.data_points:
+                            points.append((_attributes(point.attributes), point.as_int))
 
     def named(self, prefix: str, trace_id: str | None = None) -> list[ReceivedSpan]:
         with self._lock:

@@ -140,6 +140,8 @@ async def test_an_in_process_run_is_one_trace_by_the_conventions(
     assert context is not None
     assert (context.trace_id, context.span_id) == (run.trace_id, run.span_id)
     assert all(c.resume.trace_context == context for c in executor.checkpoints)
+    assert all(c.metadata.trace_id == run.trace_id for c in executor.checkpoints)
+    assert all(c.metadata.span_id == run.span_id for c in executor.checkpoints)
 
 
 async def test_message_content_only_when_switched_on(
@@ -445,6 +447,10 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     assert "gen_ai.client.operation.duration" in receiver.metrics
     token_points = receiver.metrics["gen_ai.client.token.usage"]
     assert {p[0]["gen_ai.token.type"] for p in token_points} == {"input", "output"}
+    assert "durable_agent.human.decision.duration" in receiver.metrics
+    ended = receiver.metrics["durable_agent.runs"]  # cumulative: one point per export
+    assert {p[0]["durable_agent.status"] for p in ended} == {"completed"}
+    assert {p[1] for p in ended} == {1}
 
 
 # -- sub-agents: inside their parent's trace ----------------------------------------------------

@@ -156,8 +156,8 @@ class AgentLoop(ToolSteps):
             state=view,
             metadata=trusted(
                 AgentCheckpointMetadata,
-                span_id=None,
-                trace_id=None,
+                span_id=state.trace_context.span_id if state.trace_context else None,
+                trace_id=state.trace_context.trace_id if state.trace_context else None,
                 parent_run_id=self._parent[0],
                 parent_tool_call_id=self._parent[1],
             ),

@@ -267,6 +267,7 @@ def _end_run(tracing: Tracing, error: BaseException | None) -> None:
         if status is not None:
             span.set_status(status)
 
+    _count_run(name, failure, error)
     _emit(
         tracing,
         f"invoke_agent {name}",
@@ -327,6 +328,39 @@ def _decision_span(tracing: Tracing, record: AgentStreamRecord) -> None:
         metadata=parent.metadata,
     )
     _emit(tracing, name, child, start=min(start, now), attributes=attributes)
+    _record(
+        "durable_agent.human.decision.duration",
+        (now - min(start, now)) / 1e9,
+        {"durable_agent.human.decision": record.kind, "gen_ai.tool.name": tool},
+    )
+
+
+def _count_run(agent: str, failure: Any, error: BaseException | None) -> None:
+    """`durable_agent.runs`: runs that ended, by agent and how they ended."""
+    if isinstance(error, asyncio.CancelledError):
+        status = "cancelled"
+    else:
+        status = "failed" if failure is not None else "completed"
+    _record("durable_agent.runs", 1, {"gen_ai.agent.name": agent, "durable_agent.status": status})
+
+
+def _record(name: str, value: float, attributes: dict[str, Any]) -> None:
+    """A live-only workflow metric (the caller checked it is not replaying)."""
+    try:
+        with workflow.unsafe.sandbox_unrestricted(), workflow.unsafe.imports_passed_through():
+            from opentelemetry import metrics
+
+            meter = metrics.get_meter(telemetry.INSTRUMENTATION)
+            if name == "durable_agent.runs":
+                meter.create_counter(name, unit="{run}", description="Agent runs ended").add(
+                    int(value), attributes
+                )
+            else:
+                meter.create_histogram(
+                    name, unit="s", description="From a run's wait to a human's decision"
+                ).record(value, attributes)
+    except Exception as error:
+        log.warning("could not record a workflow metric", metric=name, error=repr(error))
 
 
 def _emit(
