@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -151,12 +151,15 @@ def start_worker_process(
     log: Path,
     *,
     agents: str = "tests.worker_agents",
+    extra: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """`python worker.py --agents AGENTS` in a process of its own (one a test can SIGKILL);
     tools of the test agents write what they did under `test_dir` (`DA_TEST_DIR`)."""
     root = Path(__file__).resolve().parents[1]  # not at import: workflows import this module
     env = {
         **os.environ,
+        **(environ or {}),
         "TEMPORAL_ADDRESS": address,
         "TEMPORAL_TASK_QUEUE": task_queue,
         "DA_TEST_DIR": str(test_dir),
@@ -171,6 +174,7 @@ def start_worker_process(
             agents,
             "--log-format",
             "json",
+            *extra,
         ],
         cwd=root,
         env=env,

@@ -26,7 +26,9 @@ import click
 import structlog
 from click.core import ParameterSource
 
+from durable_agent.errors import UserError
 from durable_agent.logs import configure_logging
+from durable_agent.quotas import ModelQuota, parse_quota
 from durable_agent.temporal import DEFAULT_TASK_QUEUE
 from durable_agent.temporal import worker as library
 from durable_agent.temporal.registry import registry
@@ -86,6 +88,15 @@ class Where:
 @click.option("--inbox-port", type=int, default=8234, show_default=True, help="inbox port")
 @click.option("--no-inbox", is_flag=True, help="with --dev, serve no approvals inbox")
 @click.option(
+    "--quota",
+    "quotas",
+    multiple=True,
+    metavar="KEY=LIMITS",
+    callback=lambda ctx, param, value: _quotas(value),
+    help="a model quota every run of the task queue keeps to, across workers: "
+    "PROVIDER:MODEL=rpm:N,tpm:N,concurrent:N (any of the three; repeatable)",
+)
+@click.option(
     "--graceful-shutdown-seconds",
     type=float,
     default=lambda: float(os.environ.get("DURABLE_AGENT_GRACEFUL_SHUTDOWN_SECONDS", "30")),
@@ -105,6 +116,19 @@ def worker(ctx: click.Context, /, **options: object) -> None:
             "durable_agent.cli.main([...]), not from a running event loop"
         )
     library.exit_process(serve(ctx, _where(ctx)))
+
+
+def _quotas(specs: Sequence[str]) -> dict[str, ModelQuota]:
+    quotas: dict[str, ModelQuota] = {}
+    for spec in specs:
+        try:
+            key, quota = parse_quota(spec)
+        except UserError as error:
+            raise click.BadParameter(error.message, param_hint="'--quota'") from None
+        if key in quotas:
+            raise click.BadParameter(f"{key} is given twice", param_hint="'--quota'")
+        quotas[key] = quota
+    return quotas
 
 
 def _where(ctx: click.Context) -> Where:
@@ -179,6 +203,7 @@ async def _serve(options: dict[str, Any], where: Where, application: Application
                 stop=stop,
                 ready=ready,
                 graceful_shutdown_seconds=options["graceful_shutdown_seconds"],
+                quotas=options["quotas"],
                 workflows=application.workflows,
                 activities=application.activities,
             )

@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent import Agent, AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
 from durable_agent.models.fallback import FallbackModel
+from durable_agent.quotas import model_key
 from durable_agent.temporal.wire import (
     ListToolsActivityInput,
     ModelRequestActivityInput,
@@ -34,6 +35,7 @@ from .compaction.format import pack_response, pack_tool_outcome
 from .compaction.resolver import remember_answer, resolve_request, resolve_tool_call
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
+from .quota.activities import pause_key
 from .registry import registry
 from .tool_threads import tool_threads
 from .toolsets import toolset_pool
@@ -147,16 +149,27 @@ async def model_request(input: ModelRequestActivityInput) -> dict[str, Any]:
         request, digest = await resolve_request(input, workflow_id, run_id)
         member = input.model_index
         with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
-            if input.stream_deltas and agent.model.streams:
-                attempt = (member or 0) * FALLBACK_ATTEMPT_STRIDE + info.attempt
-                response = await _streamed(
-                    input.agent, agent, request, workflow_id, run_id, attempt
-                )
-            else:
-                response = await nodes.model_request(agent, request)
+            try:
+                if input.stream_deltas and agent.model.streams:
+                    attempt = (member or 0) * FALLBACK_ATTEMPT_STRIDE + info.attempt
+                    response = await _streamed(
+                        input.agent, agent, request, workflow_id, run_id, attempt
+                    )
+                else:
+                    response = await nodes.model_request(agent, request)
+            except ModelHTTPError as error:
+                await _refused(agent, info.task_queue, error)
+                raise
         remember_answer(workflow_id, request, response, digest)
         logger.debug("model responded", parts=len(response.parts), history=len(request.messages))
         return _checked(pack_response(response), "model_request")
+
+
+async def _refused(agent: Agent[Any], task_queue: str, error: ModelHTTPError) -> None:
+    """A 429 for a key with a quota here pauses the key for every run of the queue."""
+    key = model_key(agent.model)
+    if error.status_code == 429 and key in registry.quotas.get(task_queue, {}):
+        await pause_key(activity.client(), task_queue, key, error)
 
 
 FALLBACK_ATTEMPT_STRIDE = 1000

@@ -62,8 +62,10 @@ from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunn
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent import Agent, UserError
+from durable_agent.quotas import ModelQuota
 from durable_agent.subagents import agent_tree
 
+from .quota import QuotaKeeper, ensure_quota_keeper
 from .registry import AgentRegistration, registry
 from .sandbox import ContextCachingSandboxedWorkflowRunner, ignores_contexts
 from .search_attributes import ensure_search_attributes
@@ -125,6 +127,7 @@ class DurableAgentPlugin(SimplePlugin):
         approval_keys: ApprovalKeys | None = None,
         tracing: bool | TracerProvider = False,
         tracer_provider: TracerProvider | None = None,
+        quotas: Mapping[str, ModelQuota] | None = None,
     ) -> None:
         """`agents` are hosted by every worker (and replayer) this plugin configures; an
         `AgentRegistration(agent, AgentActivityConfig(...))` sets that agent's activity timeouts.
@@ -145,7 +148,12 @@ class DurableAgentPlugin(SimplePlugin):
         run) to the global tracer provider, or to `tracer_provider`; a provider may also be
         given as `tracing` itself. Off (the default), nothing is traced and no trace context
         is added to workflow and activity headers.
+
+        `quotas` (see `durable_agent.quotas`): `{"openai:gpt-4.1": ModelQuota(...)}`, the
+        limits every run of the worker's task queue keeps to for that `provider:model`, across
+        all workers of the queue; configure every worker of a queue the same.
         """
+        self.quotas = _checked_quotas(quotas or {})
         entries: dict[str, tuple[Agent[Any], AgentRegistration | None]] = {}
         for entry in agents:
             agent, registration = _registration(entry)
@@ -275,8 +283,9 @@ class DurableAgentPlugin(SimplePlugin):
 
     def _workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
         workflows = list(existing or [])
-        if AgentWorkflow not in workflows:
-            workflows.append(AgentWorkflow)
+        # A quota's keeper runs on the task queue of the workers that configure it.
+        ours = (AgentWorkflow, QuotaKeeper) if self.quotas else (AgentWorkflow,)
+        workflows.extend(w for w in ours if w not in workflows)
         return workflows
 
     def _activities(
@@ -286,6 +295,8 @@ class DurableAgentPlugin(SimplePlugin):
 
         activities = list(existing or [])
         activities.extend(a for a in ALL_ACTIVITIES if a not in activities)
+        if self.quotas and ensure_quota_keeper not in activities:
+            activities.append(ensure_quota_keeper)
         return activities
 
     def register_agents(self) -> None:
@@ -347,6 +358,8 @@ class DurableAgentPlugin(SimplePlugin):
         self.register_agents()
         if client is not None and client.data_converter.external_storage is not None:
             registry.external_storage_queues.add(config.get("task_queue") or "")
+        if self.quotas:
+            registry.quotas[config.get("task_queue") or ""] = dict(self.quotas)
         config = super().configure_worker(config)
         if client is not None:
             config["workflow_runner"] = _answering_contexts(
@@ -409,3 +422,20 @@ def _answering_contexts(runner: WorkflowRunner | None, converter: DataConverter)
     if runner.context_free is context_free:
         return runner
     return dataclasses.replace(runner, context_free=context_free)
+
+
+def _checked_quotas(quotas: Mapping[str, ModelQuota]) -> dict[str, ModelQuota]:
+    checked = {}
+    for key, quota in quotas.items():
+        provider, _, model = key.partition(":")
+        if not provider or not model:
+            raise PluginConfigurationError(
+                f"quotas key {key!r} must be PROVIDER:MODEL, e.g. 'openai:gpt-4.1'"
+            )
+        if not isinstance(quota, ModelQuota):
+            raise PluginConfigurationError(
+                f"quotas[{key!r}] must be a ModelQuota(requests_per_minute=..., ...), got "
+                f"{type(quota).__name__}"
+            )
+        checked[key] = quota
+    return checked

@@ -18,6 +18,7 @@ from temporalio.workflow import ActivityConfig
 from ..agent import Agent
 from ..errors import UnknownAgentError, UserError
 from ..overrides import AgentOverrides
+from ..quotas import ModelQuota
 
 __all__ = [
     "DEFAULT_DELTA_FLUSH_INTERVAL",
@@ -161,6 +162,10 @@ class AgentRegistration:
 class AgentRegistry:
     def __init__(self) -> None:
         self._agents: dict[str, AgentRegistration] = {}
+        self.quotas: dict[str, dict[str, ModelQuota]] = {}
+        """Task queue → model key → the quota its workers enforce (`DurableAgentPlugin(
+        quotas=...)`, `--quota`); read by the runs of that queue before each model request.
+        Every worker of a queue must configure the same (a run replays on any of them)."""
         self.external_storage_queues: set[str] = set()
         """Task queues whose workers here store large payloads externally (set by the
         plugin from the client's data converter): a run there may carry a conversation

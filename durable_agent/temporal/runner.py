@@ -35,14 +35,16 @@ from durable_agent.nodes import (
     ToolCallOutcome,
     ValidateOutputInput,
 )
+from durable_agent.quotas import ModelQuota, estimate_tokens, model_key
 from durable_agent.subagents import SubagentCall
 from durable_agent.toolsets import ToolsetListing
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
-from .registry import AgentRegistration
+from .registry import AgentRegistration, registry
 
 if TYPE_CHECKING:
+    from .quota.gate import QuotaGate
     from .workflow.subagents import SubagentRuns
 from .wire import (
     ListToolsActivityInput,
@@ -157,6 +159,9 @@ class ActivityNodeRunner:
             history_offset=history_offset, history_digest=history_digest, cached=cached
         )
         self._chain: tuple[Model, ...] | None = None
+        self._limited: tuple[str, ModelQuota] | tuple[()] | None = None
+        self.quota_gate: QuotaGate | None = None
+        """Set by the workflow: where model requests wait for their quota's grant."""
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
         """A child workflow per call (`workflow.subagents`), started by the workflow that
@@ -183,7 +188,37 @@ class ActivityNodeRunner:
         self, input: ModelRequestInput, deltas: DeltaSink | None = None
     ) -> ModelResponse:
         """With `deltas` the activity streams: it signals batches of deltas to this
-        workflow (`model_deltas`), which publishes them; `deltas` itself is not called."""
+        workflow (`model_deltas`), which publishes them; `deltas` itself is not called.
+
+        When this worker's task queue has a quota for the model's key, the request waits
+        for its grant first (`quota_gate`) and gives the provider's token count back."""
+        limited = self._quota()
+        if limited is None or self.quota_gate is None:
+            return await self._model_request(input, deltas)
+        key, quota = limited
+        ask = await self.quota_gate.acquire(key, quota, estimate_tokens(input.messages))
+        if ask is None:
+            return await self._model_request(input, deltas)
+        try:
+            response = await self._model_request(input, deltas)
+        except BaseException:
+            self.quota_gate.release(key, ask, None)
+            raise
+        self.quota_gate.release(key, ask, response.usage.total_tokens or None)
+        return response
+
+    def _quota(self) -> tuple[str, ModelQuota] | None:
+        """The run's model key and its quota on this task queue, if it has one."""
+        if self._limited is None:
+            key = model_key(self.registration.agent_for(self.overrides).model)
+            quotas = registry.quotas.get(workflow.info().task_queue, {})
+            quota = quotas.get(key) if key is not None else None
+            self._limited = (key, quota) if key is not None and quota is not None else ()
+        return self._limited or None
+
+    async def _model_request(
+        self, input: ModelRequestInput, deltas: DeltaSink | None
+    ) -> ModelResponse:
         packed = self.packer.model_request(
             self.name, input, overrides=self.overrides, stream=deltas is not None
         )

@@ -27,6 +27,7 @@ from durable_agent.nodes import (
     ToolCallInput,
     ValidateOutputInput,
 )
+from durable_agent.temporal.quota.wire import QuotaWaitView
 
 __all__ = [
     "HELD_BY_SUBAGENT",
@@ -246,6 +247,9 @@ class AgentWorkflowInput(BaseModel):
     """Set only by the workflow itself when it continues as new."""
     parent: ParentLink | None = omit_none()
     """Set only for a sub-agent's run, by the parent workflow that starts it."""
+    priority: int | None = Field(default=None, ge=1, le=5)
+    """1 (first) to 5: the run's Temporal task priority and its place in a model quota's
+    queue (None: 3). Set with `AgentClient.start(..., priority=...)`."""
 
     def problem(self) -> str | None:
         """What makes this input unrunnable, checked where bad input cannot stick a run:
@@ -414,6 +418,8 @@ class AgentStatusView(BaseModel):
     """For a session run: its turns and whether it waits for the next prompt."""
     subagents: list[SubagentView] = Field(default_factory=list)
     """The child workflows of this run's sub-agent calls, oldest first."""
+    quota_wait: QuotaWaitView | None = None
+    """Set while the run waits for its model quota's grant: which key, since when."""
     model: str | None = None
     """Who answered the latest model request, `provider:model` as the response names it
     (with a `FallbackModel`, the member that answered)."""

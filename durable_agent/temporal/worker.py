@@ -13,7 +13,7 @@ import asyncio
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 
 from ..agent import Agent
 from ..errors import UserError
+from ..quotas import ModelQuota
 from ..subagents import agent_tree
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
@@ -81,7 +82,7 @@ def register_module(target: AgentRegistry, module_name: str) -> list[str]:
     return names
 
 
-def plugin() -> DurableAgentPlugin:
+def plugin(quotas: Mapping[str, ModelQuota] | None = None) -> DurableAgentPlugin:
     """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`) and
     stores large ones where DURABLE_AGENT_STORAGE says (see `.storage`); requires signed
     approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`); traces over OTLP when
@@ -91,6 +92,12 @@ def plugin() -> DurableAgentPlugin:
         built = DurableAgentPlugin.from_env()
     except (EncryptionError, StorageConfigError, TracingConfigError) as error:
         raise WorkerStartError(str(error)) from None
+    if quotas:
+        built.quotas = dict(quotas)
+        log.info(
+            "model quotas on",
+            quotas={k: q.model_dump(exclude_none=True) for k, q in quotas.items()},
+        )
     if built.tracing is not None:
         endpoint = next((os.environ[n] for n in OTLP_ENDPOINT_ENVS if os.environ.get(n)), None)
         log.info("tracing on: spans and metrics go over OTLP", endpoint=endpoint)
@@ -115,12 +122,13 @@ async def run_worker(
     graceful_shutdown_seconds: float = 30.0,
     workflows: Sequence[type] = (),
     activities: Sequence[Callable[..., Any]] = (),
+    quotas: Mapping[str, ModelQuota] | None = None,
 ) -> None:
     """Hosts the registered agents, and an application's own `workflows` and `activities`
     beside them, until `stop`. In-flight activities then get `graceful_shutdown_seconds` to
     finish before they are cancelled (a cancelled tool call is retried on another worker)."""
     try:
-        client = await Client.connect(address, namespace=namespace, plugins=[plugin()])
+        client = await Client.connect(address, namespace=namespace, plugins=[plugin(quotas)])
     except RuntimeError as error:
         raise WorkerStartError(
             f"cannot reach the Temporal server at {address} (namespace {namespace}): {error}\n"

@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
     from ...state import AgentRunState, RunStatus
     from ...tools import ToolDefinition
     from ..executor import CONTINUE_AS_NEW, TemporalExecutor
+    from ..quota.gate import QuotaGate, quota_priority
+    from ..quota.keeper import GRANT_SIGNAL
     from ..registry import AgentRegistration, registry
     from ..runner import ActivityNodeRunner, WorkflowIdSource
     from ..search_attributes import AGENT_NAME, FORKED_FROM
@@ -52,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
         ResumeSignal,
         RunLink,
         SteerSignal,
-        SubagentStatus,
         SuspendSignal,
         UpdateAccepted,
     )
@@ -99,6 +100,9 @@ class AgentWorkflow:
             live, port, status=self._status, publish=self._publish, keys=worker_keys.get
         )
         self.subagents = SubagentRuns(port, self._publish)
+        workflow.set_signal_handler(SUBAGENT_STATUS_SIGNAL, self.subagents.on_status)
+        self.quota = QuotaGate(self._publish, lambda: quota_priority(self.input))
+        workflow.set_signal_handler(GRANT_SIGNAL, self.quota.on_grant)
         self.visibility = Visibility(
             live, self.executor, self.session, self.decisions, port, self.subagents
         )
@@ -151,7 +155,7 @@ class AgentWorkflow:
             raise self._failed(InvalidInput(self._input_problem))
         registration = self._registration(input)
         runner = node_runner(registration, input)
-        runner.subagent_runs = self.subagents
+        runner.subagent_runs, runner.quota_gate = self.subagents, self.quota
         controller = RunController(
             self._agent(registration, input),
             Driver(
@@ -309,9 +313,11 @@ class AgentWorkflow:
 
     @workflow.query
     def status(self) -> AgentStatusView:
-        return self.visibility.view(
+        view = self.visibility.view(
             continued_as_new=self.chain.earlier_runs, forked_from=self.chain.forked_from
         )
+        view.quota_wait = self.quota.waiting
+        return view
 
     @workflow.query
     def checkpoints(self) -> CheckpointsView:
@@ -390,13 +396,6 @@ class AgentWorkflow:
         if (held := self.subagents.refusal(request.tool_call_id)) is not None:
             raise held
         self._approvals.validate(request)
-
-    @workflow.signal(name=SUBAGENT_STATUS_SIGNAL)
-    def subagent_status(self, *inputs: Any) -> None:
-        """A sub-agent's child workflow reporting its status (never sent by people)."""
-        report = parse_signal(SubagentStatus, SUBAGENT_STATUS_SIGNAL, inputs, self._port)
-        if report is not None:
-            self.subagents.update(report)
 
     @workflow.signal
     def deferred_result(self, *inputs: Any) -> None:

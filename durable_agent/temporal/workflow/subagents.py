@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         SubagentStatus,
         SubagentView,
     )
+    from .gates import parse_signal
     from .port import WorkflowPort
 
 __all__ = ["SUBAGENT_STATUS_SIGNAL", "ParentNotifier", "SubagentRuns"]
@@ -117,6 +118,12 @@ class SubagentRuns:
         self._publish()
 
     # -- what children report ------------------------------------------------------------
+
+    def on_status(self, *inputs: Any) -> None:
+        """A child's `subagent_status` signal (never sent by people)."""
+        report = parse_signal(SubagentStatus, SUBAGENT_STATUS_SIGNAL, inputs, self._port)
+        if report is not None:
+            self.update(report)
 
     def update(self, report: SubagentStatus) -> None:
         """A child's `subagent_status` signal. Reports of children this run did not start

@@ -1,0 +1,54 @@
+"""The activity side of quotas: starting a key's keeper, and pausing a key on a 429."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.client import Client
+
+from durable_agent.errors import ModelHTTPError
+from durable_agent.quotas import ModelQuota
+
+from .wire import KEEPER_WORKFLOW, KeeperInput, QuotaPause, keeper_id
+
+__all__ = ["EnsureKeeper", "ensure_quota_keeper", "pause_key"]
+
+log = structlog.get_logger("durable_agent.quota")
+
+
+class EnsureKeeper(BaseModel):
+    task_queue: str
+    key: str
+    quota: ModelQuota
+
+
+@activity.defn(name="ensure_quota_keeper")
+async def ensure_quota_keeper(input: EnsureKeeper) -> None:
+    """Starts the key's keeper unless it runs, and gives it this worker's quota (signal
+    with start: one call whichever it is). A run asks once per key."""
+    await activity.client().start_workflow(
+        KEEPER_WORKFLOW,
+        KeeperInput(key=input.key, quota=input.quota),
+        id=keeper_id(input.task_queue, input.key),
+        task_queue=input.task_queue,
+        start_signal="configure",
+        start_signal_args=[input.quota],
+        static_summary=f"model quota {input.key}",
+    )
+
+
+async def pause_key(client: Client, task_queue: str, key: str, error: ModelHTTPError) -> None:
+    """A provider refused a request (429): every run of the key waits out its Retry-After
+    (or a short default), not only the one that was told."""
+    seconds = error.retry_after if error.retry_after is not None else 5.0
+    until = datetime.now(UTC) + timedelta(seconds=seconds)
+    log.warning("model quota paused by a 429", key=key, seconds=seconds)
+    try:
+        await client.get_workflow_handle(keeper_id(task_queue, key)).signal(
+            "pause", QuotaPause(until=until, reason=str(error)[:200])
+        )
+    except Exception as failure:  # the refusal itself is what the activity reports
+        log.warning("could not pause the quota", key=key, error=str(failure))

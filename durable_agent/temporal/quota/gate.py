@@ -1,0 +1,97 @@
+"""A run's side of its model quota: ask the key's keeper, wait for the grant, release.
+
+The wait is `workflow.wait_condition` on a signal: durable, and no worker slot is held
+while a run waits its turn. Asking starts with one local activity per key and run
+(`ensure_quota_keeper`), so the keeper exists and knows the workers' quota.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.quotas import ModelQuota
+
+    from ..wire import AgentWorkflowInput
+    from .activities import EnsureKeeper
+    from .wire import QuotaAsk, QuotaGrant, QuotaRelease, QuotaWaitView, keeper_id
+
+__all__ = ["QUOTA_PATCH", "QuotaGate", "quota_priority"]
+
+QUOTA_PATCH = "durable-agent-model-quotas"
+"""Runs recorded before quotas send no quota signals when replayed."""
+
+
+def quota_priority(input: AgentWorkflowInput) -> int:
+    """Where a run's requests queue for a quota, lower first: its own priority (1 to 5,
+    default 3, as Temporal's task priorities) and, at each, a session's turns (a person
+    waits) before runs started without `session`."""
+    return (input.priority or DEFAULT_PRIORITY) * 2 + (0 if input.session else 1)
+
+
+DEFAULT_PRIORITY = 3
+
+
+class QuotaGate:
+    def __init__(self, publish: Callable[[], None], priority: Callable[[], int]) -> None:
+        self._publish = publish
+        self._priority = priority
+        self._granted: set[str] = set()
+        self._ensured: set[str] = set()
+        self._sending: set[asyncio.Task[None]] = set()
+        self.waiting: QuotaWaitView | None = None
+        """What the run waits for now (the `status` query's `quota_wait`)."""
+
+    def on_grant(self, *inputs: Any) -> None:
+        """The keeper's `quota_granted` signal."""
+        if len(inputs) == 1:
+            try:
+                self._granted.add(QuotaGrant.model_validate(inputs[0]).ask_id)
+                return
+            except ValidationError:
+                pass
+        workflow.logger.warning("quota_granted signal ignored: malformed input %r", inputs)
+
+    async def acquire(self, key: str, quota: ModelQuota, tokens: int) -> str | None:
+        """Waits for the key's grant; the ask id to release, or None for a run recorded
+        before quotas (it asks nobody)."""
+        if not workflow.patched(QUOTA_PATCH):
+            return None
+        info = workflow.info()
+        if key not in self._ensured:
+            await workflow.execute_local_activity(
+                "ensure_quota_keeper",
+                EnsureKeeper(task_queue=info.task_queue, key=key, quota=quota),
+                start_to_close_timeout=timedelta(seconds=30),
+            )
+            self._ensured.add(key)
+        ask_id = str(workflow.uuid4())
+        ask = QuotaAsk(
+            ask_id=ask_id, requester=info.workflow_id, tokens=tokens, priority=self._priority()
+        )
+        self._send(info.task_queue, key, "ask", ask)
+        if ask_id not in self._granted:
+            self.waiting = QuotaWaitView(key=key, since=workflow.now())
+            self._publish()
+            await workflow.wait_condition(lambda: ask_id in self._granted)
+            self.waiting = None
+            self._publish()
+        self._granted.discard(ask_id)
+        return ask_id
+
+    def release(self, key: str, ask_id: str, tokens: int | None) -> None:
+        self._send(
+            workflow.info().task_queue, key, "release", QuotaRelease(ask_id=ask_id, tokens=tokens)
+        )
+
+    def _send(self, task_queue: str, key: str, signal: str, body: object) -> None:
+        handle = workflow.get_external_workflow_handle(keeper_id(task_queue, key))
+        task = asyncio.create_task(handle.signal(signal, body))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)

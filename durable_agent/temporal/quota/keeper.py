@@ -1,0 +1,168 @@
+"""The keeper of one model key's quota: a workflow that grants model requests in turn.
+
+Every run of a task queue whose worker configures a quota for the key asks this workflow
+(`ask` signal) before its request and waits, durably and holding no worker slot, for the
+grant (`quota_granted` signalled back); it signals `release` once the request ended. The
+keeper grants in priority order whenever the window (`durable_agent.quotas.QuotaWindow`)
+has room, pauses everyone on a 429 (`pause`), and continues as new to keep its history
+short. Being a workflow, it survives worker and server restarts with its queue intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.quotas import ModelQuota, QuotaWindow
+
+    from .wire import (
+        KEEPER_WORKFLOW,
+        KeeperInput,
+        KeeperView,
+        Lease,
+        QuotaAsk,
+        QuotaGrant,
+        QuotaPause,
+        QuotaRelease,
+    )
+
+__all__ = ["GRANT_SIGNAL", "QuotaKeeper"]
+
+GRANT_SIGNAL = "quota_granted"
+EVENTS_BEFORE_CONTINUING = 2_000
+
+
+@workflow.defn(name=KEEPER_WORKFLOW)
+class QuotaKeeper:
+    @workflow.init
+    def __init__(self, input: KeeperInput) -> None:
+        self.key = input.key
+        self.window = QuotaWindow.restore(
+            input.quota, input.grants, len(input.leases), input.paused_until
+        )
+        self.queue: list[QuotaAsk] = list(input.queue)
+        self.leases: dict[str, Lease] = {lease.ask_id: lease for lease in input.leases}
+        self.changed = False
+        self.events = 0
+        self._sending: set[asyncio.Task[None]] = set()
+
+    @workflow.run
+    async def run(self, input: KeeperInput) -> None:
+        while True:
+            now = workflow.now().timestamp()
+            self._expire(now)
+            wait = self._grant(now)
+            if self.events >= EVENTS_BEFORE_CONTINUING or (
+                workflow.info().is_continue_as_new_suggested()
+            ):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                if self._sending:
+                    await asyncio.gather(*self._sending)
+                workflow.continue_as_new(self._carried())
+            self.changed = False
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self.changed, timeout=wait)
+
+    def _grant(self, now: float) -> float | None:
+        """Grants the queue's head while the window has room; how long until it may have
+        room again (None: only a release or a new ask changes anything)."""
+        self.queue.sort(key=lambda ask: ask.priority)  # stable: first come, first served
+        while self.queue:
+            ask = self.queue[0]
+            wait = self.window.wait(now, ask.tokens)
+            if wait is None or wait > 0:
+                return wait
+            self.queue.pop(0)
+            self.window.grant(now, ask.tokens)
+            self.leases[ask.ask_id] = Lease(
+                ask_id=ask.ask_id,
+                requester=ask.requester,
+                granted_at=now,
+                tokens=ask.tokens,
+                expires_at=now + ask.lease_seconds,
+            )
+            self._tell(ask)
+        return None
+
+    def _tell(self, ask: QuotaAsk) -> None:
+        async def send() -> None:
+            handle = workflow.get_external_workflow_handle(ask.requester)
+            try:
+                await handle.signal(GRANT_SIGNAL, QuotaGrant(ask_id=ask.ask_id, key=self.key))
+            except Exception as error:  # the run ended meanwhile: its grant is free again
+                workflow.logger.info("grant %s not delivered: %s", ask.ask_id, error)
+                self._release(QuotaRelease(ask_id=ask.ask_id))
+
+        task = asyncio.create_task(send())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def _expire(self, now: float) -> None:
+        for lease in [lease for lease in self.leases.values() if lease.expires_at <= now]:
+            workflow.logger.warning("quota lease %s expired unreleased", lease.ask_id)
+            self._release(QuotaRelease(ask_id=lease.ask_id))
+
+    def _release(self, release: QuotaRelease) -> None:
+        lease = self.leases.pop(release.ask_id, None)
+        if lease is not None:
+            now = workflow.now().timestamp()
+            self.window.settle(now, lease.granted_at, lease.tokens, release.tokens)
+        self._touch()
+
+    def _touch(self) -> None:
+        self.changed = True
+        self.events += 1
+
+    def _carried(self) -> KeeperInput:
+        return KeeperInput(
+            key=self.key,
+            quota=self.window.quota,
+            queue=self.queue,
+            leases=list(self.leases.values()),
+            grants=self.window.snapshot(),
+            paused_until=self.window.paused_until,
+        )
+
+    # -- signals and the query ---------------------------------------------------------------
+
+    @workflow.signal
+    def ask(self, ask: QuotaAsk) -> None:
+        if ask.ask_id not in self.leases and all(q.ask_id != ask.ask_id for q in self.queue):
+            self.queue.append(ask)
+        self._touch()
+
+    @workflow.signal
+    def release(self, release: QuotaRelease) -> None:
+        self._release(release)
+
+    @workflow.signal
+    def pause(self, pause: QuotaPause) -> None:
+        self.window.pause(pause.until.timestamp())
+        workflow.logger.warning("quota %s paused until %s: %s", self.key, pause.until, pause.reason)
+        self._touch()
+
+    @workflow.signal
+    def configure(self, quota: ModelQuota) -> None:
+        """The workers' configuration (sent by each worker's first run of the key)."""
+        if quota != self.window.quota:
+            self.window.quota = quota
+            self._touch()
+
+    @workflow.query
+    def state(self) -> KeeperView:
+        now = workflow.now().timestamp()
+        recent = [g for g in self.window.grants if g.open or g.at > now - 60]
+        paused = self.window.paused_until
+        return KeeperView(
+            key=self.key,
+            quota=self.window.quota,
+            waiting=len(self.queue),
+            in_flight=len(self.leases),
+            granted_last_minute=len(recent),
+            tokens_last_minute=sum(g.tokens for g in recent),
+            paused_until=datetime.fromtimestamp(paused, UTC) if paused > now else None,
+        )

@@ -1,0 +1,100 @@
+"""What runs and their model quota's keeper tell each other (signals, the keeper's input)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from durable_agent.quotas import ModelQuota
+
+__all__ = [
+    "KeeperInput",
+    "KeeperView",
+    "Lease",
+    "QuotaAsk",
+    "QuotaGrant",
+    "QuotaPause",
+    "QuotaRelease",
+    "QuotaWaitView",
+    "keeper_id",
+]
+
+KEEPER_WORKFLOW = "DurableAgentQuotaKeeper"
+
+
+def keeper_id(task_queue: str, key: str) -> str:
+    """One keeper per key and task queue (a namespace holds one workflow per id)."""
+    return f"durable-agent-quota/{task_queue}/{key}"
+
+
+class QuotaAsk(BaseModel):
+    """A run asking to send one model request."""
+
+    ask_id: str
+    requester: str
+    """The asking run's workflow id, which the grant is signalled to."""
+    tokens: int
+    """The request's estimated tokens (input plus output)."""
+    priority: int = 1
+    """Lower goes first: 0 for a session's turn (a person waits), 1 for other runs; a run's
+    own priority (`AgentClient.start(priority=...)`) when it has one."""
+    lease_seconds: float = 600.0
+    """How long the grant counts against concurrency if its run never releases it."""
+
+
+class QuotaGrant(BaseModel):
+    ask_id: str
+    key: str
+
+
+class QuotaRelease(BaseModel):
+    """The request ended; `tokens` is what the provider reported (None: unknown)."""
+
+    ask_id: str
+    tokens: int | None = None
+
+
+class QuotaPause(BaseModel):
+    """A provider answered 429: no grant for anyone before `until`."""
+
+    until: datetime
+    reason: str = ""
+
+
+class Lease(BaseModel):
+    ask_id: str
+    requester: str
+    granted_at: float
+    tokens: int
+    expires_at: float
+
+
+class KeeperInput(BaseModel):
+    key: str
+    quota: ModelQuota
+    queue: list[QuotaAsk] = Field(default_factory=list)
+    leases: list[Lease] = Field(default_factory=list)
+    grants: list[tuple[float, int, bool]] = Field(default_factory=list)
+    """The window's grants: when (granted, or ended), tokens, whether still in flight."""
+    paused_until: float = 0.0
+
+
+class KeeperView(BaseModel):
+    """The keeper's `state` query."""
+
+    key: str
+    quota: ModelQuota
+    waiting: int
+    in_flight: int
+    granted_last_minute: int
+    tokens_last_minute: int
+    paused_until: datetime | None = None
+
+
+class QuotaWaitView(BaseModel):
+    """A run's `quota_wait` (its `status` query): the key it waits for, since when."""
+
+    key: str
+    since: datetime
+    paused_until: datetime | None = None

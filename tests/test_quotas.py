@@ -1,0 +1,193 @@
+"""Model quotas (#30): many runs, two worker processes, one provider limit.
+
+A local chat-completions server enforces a request limit the way providers do (429 with
+Retry-After once more than LIMIT requests came in the last WINDOW seconds). With the quota
+configured on the workers, runs wait their turn and the server refuses (almost) nothing;
+without it, the same load meets many 429s and still completes through retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from durable_agent.errors import UserError
+from durable_agent.models.openai import OpenAIChatModel
+from durable_agent.quotas import ModelQuota, QuotaWindow, estimate_tokens, model_key, parse_quota
+from durable_agent.temporal.client import AgentClient
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.quota import KeeperView, QuotaKeeper, keeper_id
+
+from .support.openai_server import ErrorReply, FakeOpenAIServer, TextReply
+from .temporal_support import start_worker_process, unique
+
+LIMIT = 10
+WINDOW = 10.0
+RETRY_AFTER = 4.0
+RUNS = 20
+
+
+class LimitedServer:
+    """Answers while fewer than LIMIT requests were accepted in the last WINDOW seconds."""
+
+    def __init__(self, server: FakeOpenAIServer) -> None:
+        self.server = server
+        self.accepted: collections.deque[float] = collections.deque()
+        self.refused = 0
+        self.answered = 0
+        self.lock = threading.Lock()
+        server.enqueue(*[self.reply for _ in range(2_000)])
+
+    def reply(self, body: dict[str, Any]) -> Any:
+        with self.lock:
+            now = time.monotonic()
+            while self.accepted and self.accepted[0] <= now - WINDOW:
+                self.accepted.popleft()
+            if len(self.accepted) >= LIMIT:
+                self.refused += 1
+                return ErrorReply.rate_limit(RETRY_AFTER)
+            self.accepted.append(now)
+            self.answered += 1
+            return TextReply("fine")
+
+    def max_in_any_window(self, times: list[float]) -> int:
+        return max(sum(1 for t in times if start <= t < start + WINDOW) for start in times)
+
+
+@contextmanager
+def limited_server() -> Iterator[LimitedServer]:
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        yield LimitedServer(server)
+
+
+def test_quota_specs_parse_and_bad_ones_say_what_to_write() -> None:
+    key, quota = parse_quota("openai:gpt-4.1=rpm:60,tpm:30000,concurrent:8")
+    assert key == "openai:gpt-4.1"
+    assert quota == ModelQuota(requests_per_minute=60, tokens_per_minute=30000, max_concurrent=8)
+    assert quota.burst_requests() == 10
+    for bad in ("gpt-4.1=rpm:60", "openai:gpt-4.1", "openai:x=rpm:0", "openai:x=rph:5"):
+        with pytest.raises(UserError, match="--quota"):
+            parse_quota(bad)
+    assert model_key(OpenAIChatModel("gpt-4o-mini", base_url="http://x")) == "openai:gpt-4o-mini"
+    assert model_key(OpenAIChatModel("llama", base_url="http://x", provider="groq")) == (
+        "groq:llama"
+    )
+
+
+def test_the_window_keeps_a_sixth_of_a_minute_in_any_ten_seconds() -> None:
+    window = QuotaWindow(ModelQuota(requests_per_minute=60, max_concurrent=3))
+    now, granted = 0.0, []
+    while len(granted) < 30:
+        wait = window.wait(now, 10)
+        if wait is None:  # three in flight: the oldest ends
+            window.settle(now, granted[-3], 10, 10)
+            continue
+        now += wait
+        window.grant(now, 10)
+        granted.append(now)
+    for start in granted:
+        assert sum(1 for t in granted if start <= t < start + 10) <= 10
+        assert sum(1 for t in granted if start <= t < start + 60) <= 60
+    assert granted[-1] >= 20  # 30 requests at 10 per 10 s
+
+
+def test_a_token_estimate_uses_the_last_usage_it_has() -> None:
+    from durable_agent import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from durable_agent.usage import Usage
+
+    first = [ModelRequest(parts=[UserPromptPart(content="x" * 400)])]
+    assert estimate_tokens(first) > 100
+    answered = ModelResponse(
+        parts=[TextPart(text="ok")],
+        usage=Usage(input_tokens=500, output_tokens=50, total_tokens=550),
+    )
+    assert estimate_tokens([*first, answered]) == 550 + 50
+
+
+async def _burst(client: Client, task_queue: str) -> float:
+    agents = AgentClient(client, task_queue=task_queue)
+    started = time.monotonic()
+    runs = await asyncio.gather(
+        *(
+            agents.start("quoted", f"question {i}", workflow_id=unique("quoted"))
+            for i in range(RUNS)
+        )
+    )
+    results = await asyncio.wait_for(asyncio.gather(*(run.result() for run in runs)), 180)
+    assert [r.status for r in results] == ["completed"] * RUNS
+    return time.monotonic() - started
+
+
+@contextmanager
+def workers(
+    dev_server: DevServer, task_queue: str, tmp_path: Path, base_url: str, *quota: str
+) -> Iterator[list[Any]]:
+    extra = [arg for spec in quota for arg in ("--quota", spec)]
+    environ = {"OPENAI_BASE_URL": base_url}
+    processes = [
+        start_worker_process(
+            dev_server.address,
+            task_queue,
+            tmp_path,
+            tmp_path / f"worker{i}.log",
+            agents="tests.quota_agents",
+            extra=extra,
+            environ=environ,
+        )
+        for i in range(2)
+    ]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(30)
+
+
+async def test_with_the_quota_twenty_runs_on_two_workers_keep_to_the_providers_limit(
+    client: Client, dev_server: DevServer, tmp_path: Path
+) -> None:
+    task_queue = unique("quota")
+    quota = f"openai:gpt-4o-mini=rpm:{int(LIMIT * 60 / WINDOW)}"
+    with (
+        limited_server() as limited,
+        workers(dev_server, task_queue, tmp_path, limited.server.base_url, quota),
+    ):
+        elapsed = await _burst(client, task_queue)
+        keeper = await client.get_workflow_handle(
+            keeper_id(task_queue, "openai:gpt-4o-mini")
+        ).query(QuotaKeeper.state)
+    total = limited.answered + limited.refused
+    assert limited.answered == RUNS
+    assert limited.refused <= 0.025 * total, (limited.refused, total)
+    # 20 requests at 10 per 10 s: the second ten go out once the first ten left the window.
+    assert elapsed >= WINDOW
+    assert elapsed < 4 * WINDOW
+    assert isinstance(keeper, KeeperView)
+    assert keeper.waiting == 0
+    assert keeper.in_flight == 0
+    assert keeper.granted_last_minute == RUNS
+
+
+async def test_without_the_quota_the_same_load_meets_many_429s_and_still_completes(
+    client: Client, dev_server: DevServer, tmp_path: Path
+) -> None:
+    task_queue = unique("unquoted")
+    with (
+        limited_server() as limited,
+        workers(dev_server, task_queue, tmp_path, limited.server.base_url),
+    ):
+        await _burst(client, task_queue)
+    assert limited.answered == RUNS
+    assert limited.refused >= RUNS // 2
