@@ -191,3 +191,62 @@ async def test_without_the_quota_the_same_load_meets_many_429s_and_still_complet
         await _burst(client, task_queue)
     assert limited.answered == RUNS
     assert limited.refused >= RUNS // 2
+
+
+async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
+    client: Client,
+) -> None:
+    """One request per 10 s: after a first run, a priority-5 and a priority-1 run wait (the
+    `status` query's `quota_wait` says for which key); the priority-1 run goes first."""
+    from durable_agent import AgentBuilder
+    from durable_agent.temporal import AgentWorkflow
+    from durable_agent.temporal.quota import QuotaKeeper, ensure_quota_keeper
+    from durable_agent.temporal.registry import registry
+
+    from .temporal_support import new_worker
+
+    task_queue = unique("priority")
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        server.enqueue(*[TextReply("fine") for _ in range(3)])
+        name = unique("quoted-here")
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
+        registry.register(AgentBuilder(model).name(name).build())
+        registry.quotas[task_queue] = {"openai:gpt-4o-mini": ModelQuota(requests_per_minute=6)}
+        try:
+            async with new_worker(
+                client,
+                task_queue,
+                workflows=[QuotaKeeper],
+                activities=[ensure_quota_keeper],
+            ):
+                agents = AgentClient(client, task_queue=task_queue)
+                first = await agents.start(name, "first")
+                await asyncio.wait_for(first.result(), 30)
+                low = await agents.start(name, "low", priority=5)
+                high = await agents.start(name, "high", priority=1)
+                for run in (low, high):
+                    for _ in range(100):
+                        view = await run.handle.query(AgentWorkflow.status)
+                        if view.quota_wait is not None:
+                            break
+                        await asyncio.sleep(0.1)
+                    assert view.quota_wait is not None
+                    assert view.quota_wait.key == "openai:gpt-4o-mini"
+                done = asyncio.as_completed([low.result(), high.result()], timeout=60)
+                order = [(await next_done).run_id for next_done in done]
+        finally:
+            registry.quotas.pop(task_queue, None)
+    high_result = await high.result()
+    assert order[0] == high_result.run_id
+    assert [r.body["messages"][-1]["content"] for r in server.requests] == [
+        "first",
+        "high",
+        "low",
+    ]
+
+
+async def test_a_priority_out_of_range_is_refused_before_anything_starts(client: Client) -> None:
+    from durable_agent.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="priority=9 is out of range"):
+        await AgentClient(client, task_queue=unique("nowhere")).start("quoted", "x", priority=9)

@@ -82,6 +82,11 @@ POLL_SECONDS = 1.0
 )
 @click.option("--conversation-id", metavar="ID", help="continue this conversation id")
 @click.option("--model", metavar="NAME", help="run it on another of the agent's allowed models")
+@click.option(
+    "--priority",
+    type=click.IntRange(1, 5),
+    help="1 (first) to 5: its Temporal task priority and its turn for model quotas (default 3)",
+)
 @connection_options(group=False)
 @click.pass_obj
 def run(
@@ -95,6 +100,7 @@ def run(
     approval_timeout: float | None,
     conversation_id: str | None,
     model: str | None,
+    priority: int | None,
 ) -> Awaitable[int]:
     """Start a run of AGENT (a name registered on the worker) with PROMPT; prints its
     workflow id. `--model NAME` runs it on one of the agent's allowed models (a name
@@ -118,6 +124,7 @@ def run(
                 approval_timeout_seconds=approval_timeout,
                 conversation_id=conversation_id,
                 model=model,
+                priority=priority,
             )
         except InvalidInput as error:
             err(f"durable-agent: rejected: {error.message}")

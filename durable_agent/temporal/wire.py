@@ -247,7 +247,7 @@ class AgentWorkflowInput(BaseModel):
     """Set only by the workflow itself when it continues as new."""
     parent: ParentLink | None = omit_none()
     """Set only for a sub-agent's run, by the parent workflow that starts it."""
-    priority: int | None = Field(default=None, ge=1, le=5)
+    priority: int | None = omit_none()
     """1 (first) to 5: the run's Temporal task priority and its place in a model quota's
     queue (None: 3). Set with `AgentClient.start(..., priority=...)`."""
 
@@ -269,6 +269,8 @@ class AgentWorkflowInput(BaseModel):
             )
         if idle is not None and not self.session:
             return "idle_timeout_seconds is for sessions; set session=true too"
+        if self.priority is not None and not 1 <= self.priority <= 5:
+            return f"priority={self.priority} is out of range; give 1 (first) to 5 (default 3)"
         if self.resume_from is not None:
             return self.resume_from.problem()
         return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import (
     Client,
 )
+from temporalio.common import Priority
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -47,9 +48,9 @@ imports this module (tests/test_client.py checks they agree)."""
 DEFAULT_TIMEOUT = 10.0
 """Seconds to wait for the server or a worker to answer one call (not for `result()`)."""
 SUMMARY_PROMPT_CHARS = 60
-INTERNAL_INPUT_FIELDS = frozenset({"agent", "prompt", "continuation"})
+INTERNAL_INPUT_FIELDS = frozenset({"agent", "prompt", "continuation", "parent"})
 """`AgentWorkflowInput` fields `start()` does not take as keywords: the first two are its
-positional arguments, `continuation` is set only by the workflow itself."""
+positional arguments, `continuation` and `parent` are set only by workflows themselves."""
 
 
 def _summary(agent: str, prompt: str, source: ResumeFrom | None = None) -> str:
@@ -197,6 +198,9 @@ class AgentClient:
                     id=workflow_id,
                     task_queue=task_queue or self.task_queue,
                     static_summary=_summary(agent, prompt, workflow_input.resume_from),
+                    priority=Priority(priority_key=workflow_input.priority)
+                    if workflow_input.priority is not None
+                    else Priority.default,
                 ),
                 self.timeout,
             )

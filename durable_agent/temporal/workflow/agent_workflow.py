@@ -100,6 +100,7 @@ class AgentWorkflow:
             live, port, status=self._status, publish=self._publish, keys=worker_keys.get
         )
         self.subagents = SubagentRuns(port, self._publish)
+        self.subagents.priority = self.input.priority
         workflow.set_signal_handler(SUBAGENT_STATUS_SIGNAL, self.subagents.on_status)
         self.quota = QuotaGate(self._publish, lambda: quota_priority(self.input))
         workflow.set_signal_handler(GRANT_SIGNAL, self.quota.on_grant)

@@ -68,6 +68,8 @@ class SubagentRuns:
         self._views: dict[str, SubagentView] = {}
         self._pending: dict[str, list[PendingApprovalView]] = {}
         self._forwarding: set[asyncio.Future[None]] = set()
+        self.priority: int | None = None
+        """The parent's priority, which its sub-agents' runs inherit."""
 
     async def call(self, call: SubagentCall) -> ToolCallOutcome:
         tool_call = call.input.call
@@ -94,6 +96,7 @@ class SubagentRuns:
                     prompt=prompt,
                     metadata=call.metadata,
                     parent=ParentLink(workflow_id=own.workflow_id, tool_call_id=tool_call.id),
+                    priority=self.priority,
                 ),
                 id=child_id,
                 task_queue=call.subagent.task_queue,
