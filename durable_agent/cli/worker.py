@@ -32,6 +32,7 @@ from durable_agent.quotas import ModelQuota, parse_quota
 from durable_agent.temporal import DEFAULT_TASK_QUEUE
 from durable_agent.temporal import worker as library
 from durable_agent.temporal.registry import registry
+from durable_agent.temporal.roles import ROLES
 from durable_agent.temporal.storage import STORAGE_ENV
 
 from .context import EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, EXIT_USAGE
@@ -95,6 +96,19 @@ class Where:
     callback=lambda ctx, param, value: _quotas(value),
     help="a model quota every run of the task queue keeps to, across workers: "
     "PROVIDER:MODEL=rpm:N,tpm:N,concurrent:N (any of the three; repeatable)",
+)
+@click.option(
+    "--role",
+    type=click.Choice(list(ROLES)),
+    default="all",
+    show_default=True,
+    help="workflows: agent workflows on the task queue (their model and tool calls go to "
+    "QUEUE-models / QUEUE-tools); models / tools: only those calls; all: everything",
+)
+@click.option(
+    "--max-concurrent-activities",
+    type=click.IntRange(min=1),
+    help="activities this worker runs at once (per role: model calls, tool calls)",
 )
 @click.option(
     "--graceful-shutdown-seconds",
@@ -204,6 +218,8 @@ async def _serve(options: dict[str, Any], where: Where, application: Application
                 ready=ready,
                 graceful_shutdown_seconds=options["graceful_shutdown_seconds"],
                 quotas=options["quotas"],
+                role=options["role"],
+                max_concurrent_activities=options["max_concurrent_activities"],
                 workflows=application.workflows,
                 activities=application.activities,
             )

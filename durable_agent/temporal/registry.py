@@ -166,6 +166,9 @@ class AgentRegistry:
         """Task queue → model key → the quota its workers enforce (`DurableAgentPlugin(
         quotas=...)`, `--quota`); read by the runs of that queue before each model request.
         Every worker of a queue must configure the same (a run replays on any of them)."""
+        self.role_split: set[str] = set()
+        """Task queues served by `--role workflows` workers: their runs send model and tool
+        activities to the role queues (`roles.role_queue`)."""
         self.external_storage_queues: set[str] = set()
         """Task queues whose workers here store large payloads externally (set by the
         plugin from the client's data converter): a run there may carry a conversation

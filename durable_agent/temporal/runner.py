@@ -42,6 +42,7 @@ from durable_agent.toolsets import ToolsetListing
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
 from .registry import AgentRegistration, registry
+from .roles import Role, role_queue
 
 if TYPE_CHECKING:
     from .quota.gate import QuotaGate
@@ -207,6 +208,15 @@ class ActivityNodeRunner:
         self.quota_gate.release(key, ask, response.usage.total_tokens or None)
         return response
 
+    @staticmethod
+    def _routed(options: dict[str, Any], role: Role) -> dict[str, Any]:
+        """On a queue served by role workers, model and tool activities go to theirs (unless
+        the agent's activity options name a queue)."""
+        task_queue = workflow.info().task_queue
+        if task_queue in registry.role_split and "task_queue" not in options:
+            return {**options, "task_queue": role_queue(task_queue, role)}
+        return options
+
     def _quota(self) -> tuple[str, ModelQuota] | None:
         """The run's model key and its quota on this task queue, if it has one."""
         if self._limited is None:
@@ -223,7 +233,7 @@ class ActivityNodeRunner:
             self.name, input, overrides=self.overrides, stream=deltas is not None
         )
         summary = f"model_request · step {input.run_step + 1}"
-        options = self.config.options("model_request")
+        options = self._routed(self.config.options("model_request"), "models")
         chain = self._fallback_chain()
         if not chain:
             response: ModelResponse = await _execute(
@@ -278,7 +288,7 @@ class ActivityNodeRunner:
             ListToolsActivityInput(agent=self.name, input=input),
             ToolsetListing,
             summary=f"list_tools · {kind} {input.toolset}",
-            options=self.config.options("list_tools", toolset=input.toolset),
+            options=self._routed(self.config.options("list_tools", toolset=input.toolset), "tools"),
             node=f"list_tools {kind} {input.toolset}",
         )
         return listing
@@ -293,11 +303,13 @@ class ActivityNodeRunner:
         if listed is None:
             summary = f"tool {call.name} · {call.id}"
             node = f"tool {call.name}"
-            options = self.config.options("tool_call", call.name)
+            options = self._routed(self.config.options("tool_call", call.name), "tools")
         else:
             node = f"{self._toolset_kind(listed.toolset)} {listed.toolset}:{listed.remote_name}"
             summary = f"{node} · {call.id}"
-            options = self.config.options("tool_call", call.name, toolset=listed.toolset)
+            options = self._routed(
+                self.config.options("tool_call", call.name, toolset=listed.toolset), "tools"
+            )
         outcome: _ToolOutcomeResult = await _execute(
             "tool_call",
             self.packer.tool_call(self.name, input, workflow.info().workflow_id),

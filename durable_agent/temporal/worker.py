@@ -29,6 +29,7 @@ from ..subagents import agent_tree
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
 from .registry import AgentRegistry, registry
+from .roles import Role, role_queue
 from .search_attributes import ensure_search_attributes
 from .storage import STORAGE_ENV, StorageConfigError
 from .toolsets import ToolsetStartupError, toolset_pool
@@ -123,6 +124,8 @@ async def run_worker(
     workflows: Sequence[type] = (),
     activities: Sequence[Callable[..., Any]] = (),
     quotas: Mapping[str, ModelQuota] | None = None,
+    role: Role = "all",
+    max_concurrent_activities: int | None = None,
 ) -> None:
     """Hosts the registered agents, and an application's own `workflows` and `activities`
     beside them, until `stop`. In-flight activities then get `graceful_shutdown_seconds` to
@@ -152,18 +155,24 @@ async def run_worker(
     except ToolsetStartupError as error:
         await toolset_pool.close()
         raise WorkerStartError(error.message) from None
+    if role == "workflows":
+        registry.role_split.add(task_queue)
+    polled = role_queue(task_queue, role)
+    limits = {"max_concurrent_activities": max_concurrent_activities}
     async with Worker(
         client,
-        task_queue=task_queue,
+        task_queue=polled,
         workflows=list(workflows),
         activities=list(activities),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_seconds),
+        **{k: v for k, v in limits.items() if v is not None},  # type: ignore[arg-type]
     ):
         log.info(
             "worker started",
             address=address,
             namespace=namespace,
-            task_queue=task_queue,
+            task_queue=polled,
+            role=role,
             agents=registry.names(),
         )
         if ready is not None:
