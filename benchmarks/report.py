@@ -1,0 +1,246 @@
+"""Renders the one report, benchmarks/RESULTS.md, from the measures' JSON files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, list):
+        return " / ".join(fmt(v) for v in value)
+    if isinstance(value, int) or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
+    lines += [
+        "| " + " | ".join(v if isinstance(v, str) else fmt(v) for v in r) + " |" for r in rows
+    ]
+    return [*lines, ""]
+
+
+def span(values: Sequence[float | None]) -> str:
+    known = [v for v in values if v is not None]
+    return f"{min(known):.2f}-{max(known):.2f}" if known else "n/a"
+
+
+def comparison(data: dict[str, Any], keys: Sequence[str]) -> list[str]:
+    """A, B, A/B of the medians, and the range of A/B round by round."""
+    rows = [[k, data["A"][k], data["B"][k], data["A/B"][k], span(data["paired"][k])] for k in keys]
+    return table(["median", "A", "B", "A/B", "A/B by round"], rows)
+
+
+def summary(m: dict[str, Any]) -> list[str]:
+    rows = []
+    if "throughput" in m:
+        for name, tp in m["throughput"].items():
+            rows.append([f"{name} steps/s", tp["A/B"]["steps_per_s"], "≥ 0.90"])
+            rows.append([f"{name} worker CPU per step", tp["A/B"]["worker_cpu_ms"], "≤ 1.15"])
+    if "history" in m:
+        h = m["history"]
+        rows.append([f"history bytes per step, k = {h['steps']}", h["A/B"]["bytes_per_step"], ""])
+        rows.append([f"worker CPU per step, k = {h['steps']}", h["A/B"]["worker_cpu_ms"], ""])
+    if "replay" in m:
+        rows.append(
+            [f"replay of a {m['replay']['steps']}-step run", m["replay"]["A/B"]["replay_ms"], ""]
+        )
+    head = table(["A/B (medians)", "value", "issue 25's goal"], rows)
+    if "loop" in m:
+        lp = m["loop"]
+        short, long = lp["lengths"]
+        loop_rows = [
+            [
+                name,
+                r["median_us_per_step"][str(short)],
+                r["median_us_per_step"][str(long)],
+                r[f"{long}/{short}"],
+            ]
+            for name, r in lp["models"].items()
+        ]
+        head += table(
+            ["in-process loop, model", f"µs/step, {short}", f"µs/step, {long}", f"{long}/{short}"],
+            loop_rows,
+        )
+        head += ["Goal: ≤ 150 µs a step, within 10% between the lengths.", ""]
+    return head
+
+
+def throughput(data: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, tp in data.items():
+        lines += [f"### {name}: {tp['runs']} concurrent {tp['steps']}-step runs a round", ""]
+        rows = [
+            [
+                r["round"],
+                r["kind"],
+                r["wall_s"],
+                r["steps_per_s"],
+                r["worker_cpu_ms"],
+                r["server_cpu_ms"],
+                r["gc_ms"],
+                r["gc_collections"],
+                r["workflow_tasks"],
+                r["history_bytes"],
+            ]
+            for r in tp["rounds"]
+        ]
+        lines += table(
+            [
+                "round",
+                "kind",
+                "wall s",
+                "steps/s",
+                "worker CPU ms/step",
+                "server CPU ms/step",
+                "gc ms/step",
+                "collections gen 0/1/2",
+                "workflow tasks/step",
+                "bytes/step",
+            ],
+            rows,
+        )
+        lines += comparison(tp, list(tp["A"]))
+    return lines
+
+
+def history(data: dict[str, Any]) -> list[str]:
+    k = data["steps"]
+    lines = comparison(data, ["wall_ms", "worker_cpu_ms", "events_per_step", "bytes_per_step"])
+    a, b = data["median_run"]["A"], data["median_run"]["B"]
+    lines += [f"Events by type, the median-time run of each (count, bytes/step), k = {k}:", ""]
+    none = [0, 0]
+    types = sorted(
+        set(a["events_by_type"]) | set(b["events_by_type"]),
+        key=lambda t: -a["events_by_type"].get(t, none)[1] - b["events_by_type"].get(t, none)[1],
+    )
+    rows = [
+        [
+            t,
+            a["events_by_type"].get(t, none)[0],
+            a["events_by_type"].get(t, none)[1] / k,
+            b["events_by_type"].get(t, none)[0],
+            b["events_by_type"].get(t, none)[1] / k,
+        ]
+        for t in types
+    ]
+    rows.append(["**total**", a["events"], a["bytes"] / k, b["events"], b["bytes"] / k])
+    lines += table(["event", "A count", "A bytes/step", "B count", "B bytes/step"], rows)
+    lines += ['Activity payload JSON bytes/step by leaf key (`"key":value`):', ""]
+    keys = list(dict.fromkeys([*a["payload_bytes_by_key"], *b["payload_bytes_by_key"]]))[:14]
+    rows = [
+        [f"`{n}`", a["payload_bytes_by_key"].get(n, 0) / k, b["payload_bytes_by_key"].get(n, 0) / k]
+        for n in keys
+    ]
+    return lines + table(["key", "A", "B"], rows)
+
+
+def replay(data: dict[str, Any]) -> list[str]:
+    rows = [[r["kind"], r["replay_ms"], r["ms_per_step"]] for r in data["replays"]]
+    return table(["kind", "replay ms", "ms/step"], rows) + comparison(
+        data, ["replay_ms", "events", "bytes"]
+    )
+
+
+def profile(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{data['runs']} x {data['steps']} steps; worker CPU {fmt(data['worker_cpu_ms'])} "
+        f"ms/step, profiled threads {fmt(data['profiled_ms'])} ms/step.",
+        "",
+    ]
+    lines += table(["side", "ms/step"], list(data["sides_ms"].items()))
+    packages = list(data["by_package_ms"].items())[:20]
+    lines += table(["package (own time), top 20", "ms/step"], packages)
+    rows = [
+        [f"`{f['function']}`", f["calls"], f["tottime_ms"], f["cumtime_ms"]]
+        for f in data["top_functions"]
+    ]
+    return lines + table(["function", "calls", "own ms/step", "cumulative ms/step"], rows)
+
+
+def streaming(data: dict[str, Any]) -> list[str]:
+    rows = [
+        [
+            label,
+            r["ms_per_step"],
+            r["events_per_step"],
+            r["bytes_per_step"],
+            r["bytes_vs_off"],
+            r["bytes_vs_bare"],
+            r["signals"],
+            r["updates"],
+            r["records_read"] if r["records_read"] is not None else "-",
+        ]
+        for label, r in data["runs"].items()
+    ]
+    lines = table(
+        [
+            "run",
+            "ms/step",
+            "events/step",
+            "bytes/step",
+            "bytes vs off",
+            "bytes vs B",
+            "signals",
+            "updates",
+            "records read",
+        ],
+        rows,
+    )
+    lat = [[name, ms, len(data["latency"][name])] for name, ms in data["latency_median_ms"].items()]
+    return lines + table(["latency", "median ms", "samples"], lat)
+
+
+def loop(data: dict[str, Any]) -> list[str]:
+    rows = [
+        [name, int(steps), len(t), min(t), max(t)]
+        for name, r in data["models"].items()
+        for steps, t in r["us_per_step"].items()
+    ]
+    return table(["model", "steps", "timings", "min µs/step", "max µs/step"], rows)
+
+
+SECTIONS = {
+    "throughput": ("Throughput, A and B workers side by side", throughput),
+    "history": ("History and cost per step, one run at a time", history),
+    "replay": ("Replay of a run left waiting", replay),
+    "profile": ("Profile of A's worker", profile),
+    "streaming": ("The live event stream", streaming),
+    "loop": ("In-process loop", loop),
+}
+
+
+def render(folder: Path) -> str:
+    files = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+    measures = {name: f["results"] for name, f in files.items()}
+    lines = ["# Benchmark report", "", "Rendered by `benchmarks/report.py` from:", ""]
+    lines += table(
+        ["measure", "command", "date", "took s", "machine (cores, load)"],
+        [
+            [
+                n,
+                f"`{f['command']}`",
+                f["date"],
+                f["took_s"],
+                f"{f['machine']['cores']}, {fmt(f['machine']['load'])}",
+            ]
+            for n, f in files.items()
+        ],
+    )
+    lines += [
+        "A = `AgentWorkflow`, B = bare Temporal; see docs/benchmarks.md.",
+        "",
+        "## Summary",
+        "",
+    ]
+    lines += summary(measures)
+    for name, (title, render_section) in SECTIONS.items():
+        if name in measures:
+            lines += [f"## {title}", "", *render_section(measures[name])]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,145 @@
+"""One benchmark worker process, so that its CPU (read from /proc) is one side's alone.
+
+    python -m benchmarks.worker agent|bare ADDRESS TASK_QUEUE --gc-file PATH
+        [--steps 2,10,100] [--waiting 300] [--profile PATH]
+
+agent: `DurableAgentPlugin(agents=...)` with the workload's agents. bare: no plugin, the same
+pydantic converter, Temporal's own sandbox (`workload.sandbox_runner`). Prints `ready` once
+it polls; stops on SIGTERM. On SIGUSR1 it writes its garbage collector's collections and
+seconds per generation to `--gc-file`. `--profile PATH`: cProfile with per-thread CPU time
+in the event loop's thread and every workflow-task thread; PATH gets all of them,
+`PATH.workflow` the workflow-task threads alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import json
+import logging
+import os
+import pstats
+import signal
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from benchmarks import workload
+from durable_agent.logs import configure_logging
+from durable_agent.temporal import DurableAgentPlugin
+
+SLOTS = 100
+"""max_concurrent_activities and max_concurrent_workflow_tasks (the SDK's defaults)."""
+
+
+class Collector:
+    def __init__(self, path: Path) -> None:
+        self.path, self.asked, self.began = path, 0, 0.0
+        self.seconds, self.collections = [0.0, 0.0, 0.0], [0, 0, 0]
+        gc.callbacks.append(self.observe)
+
+    def observe(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.began = time.perf_counter()
+        else:
+            self.seconds[info["generation"]] += time.perf_counter() - self.began
+            self.collections[info["generation"]] += 1
+
+    def write(self) -> None:
+        self.asked += 1
+        stats = {"asked": self.asked, "seconds": self.seconds, "collections": self.collections}
+        self.path.with_suffix(".tmp").write_text(json.dumps(stats))
+        self.path.with_suffix(".tmp").replace(self.path)
+
+
+async def run(args: argparse.Namespace) -> None:
+    configure_logging("console", level=logging.WARNING)
+    steps = [int(k) for k in args.steps.split(",")]
+    runner = workload.sandbox_runner()
+    if args.kind == "agent":
+        agents = [workload.agent(k) for k in steps]
+        agents += [workload.agent(args.waiting, waiting=True)] if args.waiting else []
+        plugin = DurableAgentPlugin(agents=agents)
+        client = await Client.connect(args.address, plugins=[plugin])
+        workflows, activities = [], []
+    else:
+        client = await Client.connect(args.address, data_converter=pydantic_data_converter)
+        workflows, activities = [workload.BareAgentWorkflow], workload.BARE_ACTIVITIES
+    profilers: list[cProfile.Profile] = []
+    lock = threading.Lock()
+
+    def profile_thread() -> None:
+        profiler = cProfile.Profile(time.thread_time)
+        with lock:
+            profilers.append(profiler)
+        profiler.enable()
+
+    executor = ThreadPoolExecutor(SLOTS, "temporal_workflow_", profile_thread)
+    worker = Worker(
+        client,
+        task_queue=args.task_queue,
+        workflows=workflows,
+        activities=activities,
+        max_concurrent_activities=SLOTS,
+        max_concurrent_workflow_tasks=SLOTS,
+        workflow_runner=runner,
+        workflow_task_executor=executor if args.profile else None,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, Collector(args.gc_file).write)
+    running = asyncio.create_task(worker.run())
+    while not worker.is_running:
+        if running.done():
+            return await running
+        await asyncio.sleep(0.01)
+    main = cProfile.Profile(time.thread_time)
+    if args.profile:
+        main.enable()
+    print("ready", flush=True)
+    await asyncio.wait([running, asyncio.create_task(stop.wait())], return_when="FIRST_COMPLETED")
+    await worker.shutdown()
+    main.disable()
+    executor.shutdown(wait=True)
+    if args.profile:
+        merged = pstats.Stats(main)
+        if profilers:
+            threads = pstats.Stats(*profilers)
+            threads.dump_stats(f"{args.profile}.workflow")
+            merged.add(threads)
+        merged.dump_stats(args.profile)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("kind", choices=["agent", "bare"])
+    parser.add_argument("address")
+    parser.add_argument("task_queue")
+    parser.add_argument("--gc-file", type=Path, required=True)
+    parser.add_argument("--steps", default="2")
+    parser.add_argument("--waiting", type=int, default=0)
+    parser.add_argument("--profile", type=Path)
+    code = 0
+    try:
+        asyncio.run(run(parser.parse_args()))
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the SDK's native threads can abort interpreter finalization
+
+
+if __name__ == "__main__":
+    main()

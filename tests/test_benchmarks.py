@@ -1,0 +1,83 @@
+"""`python -m benchmarks --quick` runs every measure, writes their JSON and renders the report.
+
+Performance is measured, not asserted: these tests check the fields, never a figure's size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import loop
+
+ROOT = Path(__file__).parent.parent
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.mark.parametrize("model", ["test", "unscripted"])
+def test_a_loop_run_makes_every_lookup_with_either_model(model: str) -> None:
+    elapsed, checkpoints = asyncio.run(loop.one_run(7, model))
+    assert elapsed > 0
+    # five boundaries a lookup; run_start, the final request's three, validate_output
+    # and run_complete make six more
+    assert checkpoints == 5 * 7 + 6
+
+
+def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> None:
+    out, report = tmp_path / "results", tmp_path / "RESULTS.md"
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)]
+    subprocess.run([*command, "--report", str(report)], cwd=ROOT, check=True, timeout=280)
+
+    files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert set(files) == {"loop", "throughput", "history", "replay", "profile", "streaming"}
+    for name, data in files.items():
+        assert data["measure"] == name
+        assert data["command"].startswith("python -m benchmarks --quick")
+        assert {"date", "took_s", "machine", "results"} <= set(data)
+    results = {name: data["results"] for name, data in files.items()}
+
+    (throughput,) = results["throughput"].values()
+    assert {r["kind"] for r in throughput["rounds"]} == {"A", "B"}
+    assert throughput["A"]["gc_ms"] >= 0  # B may collect nothing in a round
+    for key in ("steps_per_s", "worker_cpu_ms", "server_cpu_ms", "history_bytes"):
+        assert throughput["A"][key] > 0
+        assert throughput["B"][key] > 0
+        assert throughput["A/B"][key] == pytest.approx(
+            throughput["A"][key] / throughput["B"][key], abs=1e-3
+        )
+    history = results["history"]
+    assert history["A/B"]["bytes_per_step"] > 0
+    assert history["median_run"]["A"]["events_by_type"]
+    assert history["median_run"]["B"]["payload_bytes_by_key"]["content"] > 0
+    assert results["replay"]["A/B"]["replay_ms"] > 0
+    assert results["profile"]["top_functions"]
+    assert not any("/" in name for name in results["profile"]["by_package_ms"])
+    assert set(results["streaming"]["runs"]) == {
+        "A streaming, stream()",
+        "A streaming off",
+        "B bare",
+        "A streaming, subscribe()",
+    }
+    for model in results["loop"]["models"].values():
+        assert len(model["median_us_per_step"]) == 2
+
+    text = report.read_text()
+    assert "python -m benchmarks --quick" in text
+    for heading in ("## Summary", "## Throughput", "## History", "## Replay", "## Profile"):
+        assert heading in text
+    assert "## The live event stream" in text
+    assert "## In-process loop" in text
+
+    again = tmp_path / "again.md"
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks", "report", "--out", str(out), "--report", str(again)],
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
+    assert again.read_text() == text
