@@ -43,6 +43,7 @@ class LimitedServer:
     def __init__(self, server: FakeOpenAIServer) -> None:
         self.server = server
         self.accepted: collections.deque[float] = collections.deque()
+        self.accepted_all: list[float] = []
         self.refused = 0
         self.answered = 0
         self.lock = threading.Lock()
@@ -57,6 +58,7 @@ class LimitedServer:
                 self.refused += 1
                 return ErrorReply.rate_limit(RETRY_AFTER)
             self.accepted.append(now)
+            self.accepted_all.append(now)
             self.answered += 1
             return TextReply("fine")
 
@@ -250,3 +252,56 @@ async def test_a_priority_out_of_range_is_refused_before_anything_starts(client:
 
     with pytest.raises(InvalidInput, match="priority=9 is out of range"):
         await AgentClient(client, task_queue=unique("nowhere")).start("quoted", "x", priority=9)
+
+
+async def test_runs_waiting_for_quota_survive_a_killed_worker_and_a_server_restart(
+    tmp_path: Path,
+) -> None:
+    from .temporal_support import connect, free_port, start_worker_process
+
+    server = DevServer(tmp_path / "quota.db", port=free_port(), ui_port=None)
+    await server.start()
+    task_queue = unique("quota-restart")
+    quota = f"openai:gpt-4o-mini=rpm:{int(LIMIT * 60 / WINDOW)}"
+    spare = None
+    try:
+        client = await connect(server.address)
+        with (
+            limited_server() as limited,
+            workers(server, task_queue, tmp_path, limited.server.base_url, quota) as processes,
+        ):
+            agents = AgentClient(client, task_queue=task_queue)
+            runs = [
+                await agents.start("quoted", f"q{i}", workflow_id=unique("quoted"))
+                for i in range(RUNS)
+            ]
+            for _ in range(300):  # the first ten answered, the others waiting their turn
+                if limited.answered >= LIMIT:
+                    break
+                await asyncio.sleep(0.05)
+            processes[0].send_signal(signal.SIGKILL)
+            processes[0].wait(10)
+            server.stop(signal.SIGKILL)
+            await asyncio.sleep(1)
+            await server.start()
+            spare = start_worker_process(
+                server.address,
+                task_queue,
+                tmp_path,
+                tmp_path / "spare.log",
+                agents="tests.quota_agents",
+                extra=["--quota", quota],
+                environ={"OPENAI_BASE_URL": limited.server.base_url},
+            )
+            client = await connect(server.address)
+            handles = [client.get_workflow_handle(run.id) for run in runs]
+            results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 240)
+    finally:
+        if spare is not None and spare.poll() is None:
+            spare.send_signal(signal.SIGTERM)
+            spare.wait(30)
+        server.stop()
+    assert [r["status"] for r in results] == ["completed"] * RUNS
+    total = limited.answered + limited.refused
+    assert limited.refused <= 0.025 * total, (limited.refused, total)
+    assert limited.max_in_any_window(list(limited.accepted_all)) <= LIMIT
