@@ -111,6 +111,12 @@ class Where:
     help="activities this worker runs at once (per role: model calls, tool calls)",
 )
 @click.option(
+    "--deployment-name",
+    metavar="NAME",
+    help="run as a version of this Worker Deployment (with --build-id; runs auto-upgrade)",
+)
+@click.option("--build-id", metavar="ID", help="this worker's version in --deployment-name")
+@click.option(
     "--graceful-shutdown-seconds",
     type=float,
     default=lambda: float(os.environ.get("DURABLE_AGENT_GRACEFUL_SHUTDOWN_SECONDS", "30")),
@@ -130,6 +136,15 @@ def worker(ctx: click.Context, /, **options: object) -> None:
             "durable_agent.cli.main([...]), not from a running event loop"
         )
     library.exit_process(serve(ctx, _where(ctx)))
+
+
+def _deployment(options: dict[str, Any]) -> tuple[str, str] | None:
+    name, build = options["deployment_name"], options["build_id"]
+    if (name is None) != (build is None):
+        raise library.WorkerStartError(
+            "--deployment-name and --build-id go together: give both", usage=True
+        )
+    return (name, build) if name is not None and build is not None else None
 
 
 def _quotas(specs: Sequence[str]) -> dict[str, ModelQuota]:
@@ -167,6 +182,7 @@ def serve(ctx: click.Context, where: Where) -> int:
     configure_logging("json" if options["log_format"] == "json" else "console")
     sys.path.insert(0, os.getcwd())
     try:
+        options["deployment"] = _deployment(options)
         modules = [] if options["no_examples"] else list(application.agent_modules)
         for module in [*modules, *options["agents"]]:
             library.register_module(registry, module)
@@ -219,6 +235,7 @@ async def _serve(options: dict[str, Any], where: Where, application: Application
                 graceful_shutdown_seconds=options["graceful_shutdown_seconds"],
                 quotas=options["quotas"],
                 role=options["role"],
+                deployment=options["deployment"],
                 max_concurrent_activities=options["max_concurrent_activities"],
                 workflows=application.workflows,
                 activities=application.activities,

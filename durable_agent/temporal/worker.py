@@ -19,8 +19,9 @@ from typing import Any, NoReturn
 
 import structlog
 from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from ..agent import Agent
 from ..errors import UserError
@@ -126,6 +127,7 @@ async def run_worker(
     quotas: Mapping[str, ModelQuota] | None = None,
     role: Role = "all",
     max_concurrent_activities: int | None = None,
+    deployment: tuple[str, str] | None = None,
 ) -> None:
     """Hosts the registered agents, and an application's own `workflows` and `activities`
     beside them, until `stop`. In-flight activities then get `graceful_shutdown_seconds` to
@@ -158,14 +160,16 @@ async def run_worker(
     if role == "workflows":
         registry.role_split.add(task_queue)
     polled = role_queue(task_queue, role)
-    limits = {"max_concurrent_activities": max_concurrent_activities}
+    limits: dict[str, Any] = {"max_concurrent_activities": max_concurrent_activities}
+    if deployment is not None:
+        limits["deployment_config"] = deployment_config(*deployment)
     async with Worker(
         client,
         task_queue=polled,
         workflows=list(workflows),
         activities=list(activities),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_seconds),
-        **{k: v for k, v in limits.items() if v is not None},  # type: ignore[arg-type]
+        **{k: v for k, v in limits.items() if v is not None},
     ):
         log.info(
             "worker started",
@@ -180,6 +184,20 @@ async def run_worker(
         await stop.wait()
         log.info("worker stopping: finishing in-flight tasks")
     log.info("worker stopped")
+
+
+def deployment_config(deployment_name: str, build_id: str) -> WorkerDeploymentConfig:
+    """This worker as version `build_id` of Worker Deployment `deployment_name`: the server
+    sends new runs to the deployment's current version, and (auto-upgrade) moves runs
+    already waiting onto it at their next task, once it is made current
+    (`temporal worker deployment set-current-version`). Rolling back is making the
+    earlier version current again. The replay tests keep a run upgradable (see
+    docs/upgrades.md)."""
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=deployment_name, build_id=build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
+    )
 
 
 def exit_process(code: int) -> NoReturn:
