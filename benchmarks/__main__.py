@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import history, loop, profile, replay, report, streaming, throughput
+from benchmarks import history, loop, profile, quota, replay, report, streaming, throughput
 from benchmarks.harness import Session, log, write_json
 from durable_agent.logs import configure_logging
 
@@ -28,6 +28,7 @@ TEMPORAL = {
     "replay": replay.measure,
     "profile": profile.measure,
     "streaming": streaming.measure,
+    "quota": quota.measure,
 }
 MEASURES = ["loop", *TEMPORAL]
 

@@ -163,10 +163,11 @@ class Session:
         assert self.server.process is not None
         return process_cpu(self.server.process.pid)
 
-    async def worker(self, kind: str, *args: str) -> WorkerProcess:
-        """Starts a worker of `kind` (agent or bare), waiting until it polls."""
-        queue = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        gc_file = self.directory / f"{queue}.gc.json"
+    async def worker(self, kind: str, *args: str, queue: str | None = None) -> WorkerProcess:
+        """Starts a worker of `kind` (agent, bare or quota), waiting until it polls, on
+        `queue` (default: a task queue of its own)."""
+        queue = queue or f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+        gc_file = self.directory / f"{queue}-{uuid.uuid4().hex[:8]}.gc.json"
         command = [sys.executable, "-m", "benchmarks.worker", kind, self.server.address, queue]
         process = await asyncio.create_subprocess_exec(
             *command,

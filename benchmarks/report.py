@@ -69,6 +69,32 @@ def summary(m: dict[str, Any]) -> list[str]:
             loop_rows,
         )
         head += ["Goal: ≤ 150 µs a step, within 10% between the lengths.", ""]
+    if "quota" in m:
+        q = m["quota"]
+        head += table(
+            [
+                f"{q['runs']} runs × {q['steps']} steps, {q['limit']} requests / "
+                f"{q['window_s']:.0f} s (medians)",
+                "completion s",
+                "ideal s",
+                "completion / ideal",
+                "429s",
+                "requests",
+                "all completed",
+            ],
+            [
+                [
+                    side,
+                    q[side]["completion_s"],
+                    q["ideal_s"],
+                    q[side]["vs_ideal"],
+                    q[side]["refused"],
+                    q[side]["requests"],
+                    "yes" if q[side]["all_completed"] else "**no**",
+                ]
+                for side in ("with quota", "without quota")
+            ],
+        )
     return head
 
 
@@ -197,6 +223,34 @@ def streaming(data: dict[str, Any]) -> list[str]:
     return lines + table(["latency", "median ms", "samples"], lat)
 
 
+def quota(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{data['runs']} runs of {data['steps']} model requests each, started at once on two "
+        f"worker processes, against a server refusing with 429 + Retry-After beyond "
+        f"{data['limit']} requests in any {data['window_s']:.0f} s; with the quota "
+        f"`{data['quota']}` on both workers, and without. Ideal: the last of "
+        f"{data['requests_needed']} requests can go at {fmt(data['ideal_s'])} s.",
+        "",
+    ]
+    rows = [
+        [
+            r["round"],
+            r["side"],
+            r["completion_s"],
+            r["vs_ideal"],
+            r["answered"],
+            r["refused"],
+            r["refused_share"],
+            r["completed"],
+            r["worker_cpu_s"],
+            r["server_cpu_s"],
+        ]
+        for r in data["rounds"]
+    ]
+    header = ["round", "side", "completion s", "/ ideal", "answered", "429s", "429 share"]
+    return lines + table([*header, "completed", "worker CPU s", "server CPU s"], rows)
+
+
 def loop(data: dict[str, Any]) -> list[str]:
     rows = [
         [name, int(steps), len(t), min(t), max(t)]
@@ -212,6 +266,7 @@ SECTIONS = {
     "replay": ("Replay of a run left waiting", replay),
     "profile": ("Profile of A's worker", profile),
     "streaming": ("The live event stream", streaming),
+    "quota": ("Model quotas: many runs, one provider limit", quota),
     "loop": ("In-process loop", loop),
 }
 

@@ -1,11 +1,13 @@
 """One benchmark worker process, so that its CPU (read from /proc) is one side's alone.
 
-    python -m benchmarks.worker agent|bare ADDRESS TASK_QUEUE --gc-file PATH
-        [--steps 2,10,100] [--waiting 300] [--profile PATH]
+    python -m benchmarks.worker agent|bare|quota ADDRESS TASK_QUEUE --gc-file PATH
+        [--steps 2,10,100] [--waiting 300] [--profile PATH] [--base-url URL] [--quota SPEC]
 
 agent: `DurableAgentPlugin(agents=...)` with the workload's agents. bare: no plugin, the same
-pydantic converter, Temporal's own sandbox (`workload.sandbox_runner`). Prints `ready` once
-it polls; stops on SIGTERM. On SIGUSR1 it writes its garbage collector's collections and
+pydantic converter, Temporal's own sandbox (`workload.sandbox_runner`). quota: the quota
+measure's agent on the chat-completions server at `--base-url`, each `--quota` (as `python
+worker.py --quota`) given to the plugin's `quotas`. Prints `ready` once it polls; stops on
+SIGTERM. On SIGUSR1 it writes its garbage collector's collections and
 seconds per generation to `--gc-file`. `--profile PATH`: cProfile with per-thread CPU time
 in the event loop's thread and every workflow-task thread; PATH gets all of them,
 `PATH.workflow` the workflow-task threads alone.
@@ -33,8 +35,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from benchmarks import workload
+from benchmarks import quota, workload
 from durable_agent.logs import configure_logging
+from durable_agent.quotas import parse_quota
 from durable_agent.temporal import DurableAgentPlugin
 
 SLOTS = 100
@@ -62,13 +65,19 @@ class Collector:
 
 
 async def run(args: argparse.Namespace) -> None:
-    configure_logging("console", level=logging.WARNING)
+    # the quota measure's 429s are expected: each would log a warning and a traceback
+    configure_logging("console", level=logging.ERROR if args.kind == "quota" else logging.WARNING)
     steps = [int(k) for k in args.steps.split(",")]
     runner = workload.sandbox_runner()
     if args.kind == "agent":
         agents = [workload.agent(k) for k in steps]
         agents += [workload.agent(args.waiting, waiting=True)] if args.waiting else []
         plugin = DurableAgentPlugin(agents=agents)
+        client = await Client.connect(args.address, plugins=[plugin])
+        workflows, activities = [], []
+    elif args.kind == "quota":
+        quotas = dict(parse_quota(spec) for spec in args.quota)
+        plugin = DurableAgentPlugin(agents=[quota.agent(args.base_url)], quotas=quotas)
         client = await Client.connect(args.address, plugins=[plugin])
         workflows, activities = [], []
     else:
@@ -123,13 +132,15 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kind", choices=["agent", "bare"])
+    parser.add_argument("kind", choices=["agent", "bare", "quota"])
     parser.add_argument("address")
     parser.add_argument("task_queue")
     parser.add_argument("--gc-file", type=Path, required=True)
     parser.add_argument("--steps", default="2")
     parser.add_argument("--waiting", type=int, default=0)
     parser.add_argument("--profile", type=Path)
+    parser.add_argument("--base-url")
+    parser.add_argument("--quota", action="append", default=[])
     code = 0
     try:
         asyncio.run(run(parser.parse_args()))

@@ -34,7 +34,15 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
     subprocess.run([*command, "--report", str(report)], cwd=ROOT, check=True, timeout=280)
 
     files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
-    assert set(files) == {"loop", "throughput", "history", "replay", "profile", "streaming"}
+    assert set(files) == {
+        "loop",
+        "throughput",
+        "history",
+        "replay",
+        "profile",
+        "streaming",
+        "quota",
+    }
     for name, data in files.items():
         assert data["measure"] == name
         assert data["command"].startswith("python -m benchmarks --quick")
@@ -65,6 +73,20 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
     }
     for model in results["loop"]["models"].values():
         assert len(model["median_us_per_step"]) == 2
+    quota = results["quota"]
+    assert quota["requests_needed"] == quota["runs"] * quota["steps"]
+    assert quota["ideal_s"] > 0
+    assert {r["side"] for r in quota["rounds"]} == {"with quota", "without quota"}
+    for row in quota["rounds"]:
+        assert row["answered"] >= quota["requests_needed"]
+        assert row["requests"] == row["answered"] + row["refused"]
+        assert row["completed"] == quota["runs"]
+    for side in ("with quota", "without quota"):
+        assert quota[side]["all_completed"] is True
+        assert quota[side]["completion_s"] > 0
+        assert quota[side]["vs_ideal"] > 0
+        assert quota[side]["requests"] >= quota["requests_needed"]
+        assert 0 <= quota[side]["refused_share"] < 1
 
     text = report.read_text()
     assert "python -m benchmarks --quick" in text
@@ -72,6 +94,7 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         assert heading in text
     assert "## The live event stream" in text
     assert "## In-process loop" in text
+    assert "## Model quotas" in text
 
     again = tmp_path / "again.md"
     subprocess.run(

@@ -9,9 +9,7 @@ without it, the same load meets many 429s and still completes through retries.
 from __future__ import annotations
 
 import asyncio
-import collections
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +26,7 @@ from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.quota import KeeperView, QuotaKeeper, keeper_id
 
+from .support.limited_server import limited_server
 from .support.openai_server import ErrorReply, FakeOpenAIServer, TextReply
 from .temporal_support import start_worker_process, unique
 
@@ -35,41 +34,6 @@ LIMIT = 10
 WINDOW = 10.0
 RETRY_AFTER = 4.0
 RUNS = 20
-
-
-class LimitedServer:
-    """Answers while fewer than LIMIT requests were accepted in the last WINDOW seconds."""
-
-    def __init__(self, server: FakeOpenAIServer) -> None:
-        self.server = server
-        self.accepted: collections.deque[float] = collections.deque()
-        self.accepted_all: list[float] = []
-        self.refused = 0
-        self.answered = 0
-        self.lock = threading.Lock()
-        server.enqueue(*[self.reply for _ in range(2_000)])
-
-    def reply(self, body: dict[str, Any]) -> Any:
-        with self.lock:
-            now = time.monotonic()
-            while self.accepted and self.accepted[0] <= now - WINDOW:
-                self.accepted.popleft()
-            if len(self.accepted) >= LIMIT:
-                self.refused += 1
-                return ErrorReply.rate_limit(RETRY_AFTER)
-            self.accepted.append(now)
-            self.accepted_all.append(now)
-            self.answered += 1
-            return TextReply("fine")
-
-    def max_in_any_window(self, times: list[float]) -> int:
-        return max(sum(1 for t in times if start <= t < start + WINDOW) for start in times)
-
-
-@contextmanager
-def limited_server() -> Iterator[LimitedServer]:
-    with FakeOpenAIServer(api_key="sk-test") as server:
-        yield LimitedServer(server)
 
 
 def test_quota_specs_parse_and_bad_ones_say_what_to_write() -> None:
@@ -163,7 +127,7 @@ async def test_with_the_quota_twenty_runs_on_two_workers_keep_to_the_providers_l
     task_queue = unique("quota")
     quota = f"openai:gpt-4o-mini=rpm:{int(LIMIT * 60 / WINDOW)}"
     with (
-        limited_server() as limited,
+        limited_server(limit=LIMIT, window=WINDOW, retry_after=RETRY_AFTER) as limited,
         workers(dev_server, task_queue, tmp_path, limited.server.base_url, quota),
     ):
         elapsed = await _burst(client, task_queue)
@@ -187,7 +151,7 @@ async def test_without_the_quota_the_same_load_meets_many_429s_and_still_complet
 ) -> None:
     task_queue = unique("unquoted")
     with (
-        limited_server() as limited,
+        limited_server(limit=LIMIT, window=WINDOW, retry_after=RETRY_AFTER) as limited,
         workers(dev_server, task_queue, tmp_path, limited.server.base_url),
     ):
         await _burst(client, task_queue)
@@ -267,7 +231,7 @@ async def test_runs_waiting_for_quota_survive_a_killed_worker_and_a_server_resta
     try:
         client = await connect(server.address)
         with (
-            limited_server() as limited,
+            limited_server(limit=LIMIT, window=WINDOW, retry_after=RETRY_AFTER) as limited,
             workers(server, task_queue, tmp_path, limited.server.base_url, quota) as processes,
         ):
             agents = AgentClient(client, task_queue=task_queue)
@@ -305,3 +269,62 @@ async def test_runs_waiting_for_quota_survive_a_killed_worker_and_a_server_resta
     total = limited.answered + limited.refused
     assert limited.refused <= 0.025 * total, (limited.refused, total)
     assert limited.max_in_any_window(list(limited.accepted_all)) <= LIMIT
+
+
+async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
+    client: Client,
+) -> None:
+    """A run's request meets a 429 with Retry-After 3: the keeper pauses the key, so a second
+    run that asks meanwhile waits out the pause instead of meeting a 429 of its own."""
+    from durable_agent import AgentBuilder
+    from durable_agent.temporal import AgentWorkflow
+    from durable_agent.temporal.quota import QuotaKeeper, ensure_quota_keeper
+    from durable_agent.temporal.registry import registry
+
+    from .temporal_support import new_worker
+
+    task_queue = unique("paused")
+    key = "openai:gpt-4o-mini"
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        server.enqueue(ErrorReply.rate_limit(3), TextReply("first"), TextReply("second"))
+        name = unique("quoted-429")
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
+        registry.register(AgentBuilder(model).name(name).build())
+        registry.quotas[task_queue] = {key: ModelQuota(requests_per_minute=600)}
+        try:
+            async with new_worker(
+                client, task_queue, workflows=[QuotaKeeper], activities=[ensure_quota_keeper]
+            ):
+                agents = AgentClient(client, task_queue=task_queue)
+                first = await agents.start(name, "first")
+                keeper = client.get_workflow_handle(keeper_id(task_queue, key))
+                for _ in range(100):
+                    state = await _keeper_state(keeper)
+                    if state is not None and state.paused_until is not None:
+                        break
+                    await asyncio.sleep(0.1)
+                assert state is not None
+                assert state.paused_until is not None
+                second = await agents.start(name, "second")
+                view = None
+                for _ in range(50):
+                    view = await second.handle.query(AgentWorkflow.status)
+                    if view.quota_wait is not None:
+                        break
+                    await asyncio.sleep(0.1)
+                assert view is not None
+                assert view.quota_wait is not None  # waiting out the pause, not refused
+                await asyncio.wait_for(asyncio.gather(first.result(), second.result()), 60)
+        finally:
+            registry.quotas.pop(task_queue, None)
+    statuses = [r.status for r in server.requests]
+    assert statuses.count(429) == 1
+    assert len(server.requests) == 3
+
+
+async def _keeper_state(keeper: Any) -> KeeperView | None:
+    try:
+        state: KeeperView = await keeper.query(QuotaKeeper.state)
+    except Exception:  # not started yet
+        return None
+    return state
