@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -24,8 +23,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import (
-    AgentExecutionNode,
-    AgentOverrides,
     AgentResumeEvidence,
     AgentStreamRecord,
     ModelMessage,
@@ -33,20 +30,17 @@ from durable_agent import (
 )
 
 from ...hitl import denial_problem
-from ..search_attributes import AGENT_NAME
 from ..signing import sign_signal
 from ..storage import STORAGE_ENV
 from ..wire import (
     HELD_BY_SUBAGENT,
     AgentStatusView,
-    AgentWorkflowInput,
     AgentWorkflowResult,
     ApprovalSignal,
     DeferredResultSignal,
     EndSessionSignal,
     HistoryPageQuery,
     PromptRequest,
-    ResumeFrom,
     ResumeSignal,
     SteerSignal,
     SuspendSignal,
@@ -55,7 +49,6 @@ from ..wire import (
 from ..workflow import AgentWorkflow
 from .errors import (
     AgentRunError,
-    AlreadyStarted,
     CannotConnect,
     NotAnAgentRun,
     NoWorker,
@@ -65,6 +58,7 @@ from .errors import (
     RunNotFound,
 )
 from .listing import WORKFLOW_TYPE, _execution_status
+from .time_travel import fork_run, retry_run
 
 if TYPE_CHECKING:
     from ..streams import CheckpointChain, StreamReader
@@ -82,10 +76,6 @@ UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering m
 """The actions sent as workflow updates (named so in messages)."""
 SESSION_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 """Waits before sending a prompt again to a session that was continuing as new."""
-RETRY_DROPPED_FIELDS = frozenset(
-    {"agent", "prompt", "message_history", "conversation_id", "continuation", "resume_from"}
-)
-"""What a retry does not take from the failed run's input: its checkpoint has all that."""
 
 T = TypeVar("T")
 Handle = WorkflowHandle[AgentWorkflow, AgentWorkflowResult]
@@ -443,26 +433,13 @@ class AgentRunHandle:
         `AgentWorkflowInput` fields (`suspend_at`, `approval_timeout_seconds`, ...). The
         fork's id defaults to `ID-fork-XXXXXX`; a bad `at` fails the fork at once (its
         `result()` raises `RunFailed`, e.g. `index_out_of_range: ...`)."""
-        if isinstance(at, bool) or not isinstance(at, int | str | None):
-            raise TypeError(f"at must be a checkpoint index or id, got {at!r}")
-        description = await self.describe()
-        agent = description.typed_search_attributes.get(AGENT_NAME) or (await self.status()).agent
-        source = ResumeFrom(
-            workflow_id=self.id,
-            run_id=self.run_id,
-            index=at if isinstance(at, int) else None,
-            checkpoint_id=at if isinstance(at, str) else None,
-        )
-        overrides = AgentOverrides(
-            model=model, model_settings=model_settings, instructions=instructions
-        )
-        return await self.agents.start(
-            agent,
-            "",
-            workflow_id=workflow_id or f"{self.id}-fork-{uuid.uuid4().hex[:6]}",
-            task_queue=description.task_queue,
-            resume_from=source,
-            overrides=None if overrides.empty else overrides,
+        return await fork_run(
+            self,
+            at,
+            workflow_id,
+            model=model,
+            model_settings=model_settings,
+            instructions=instructions,
             **input_fields,
         )
 
@@ -474,54 +451,7 @@ class AgentRunHandle:
         then follows it), else of `ID-retry-XXXXXX`: the returned handle's `id` says which.
         It keeps the failed run's settings (`suspend_at`, overrides, ...). Refused for a run
         that is still running or completed: fork those."""
-        description = await self.describe()
-        status = description.status
-        if status in (None, WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
-            state = "still running" if status != WorkflowExecutionStatus.COMPLETED else "completed"
-            raise AgentRunError(
-                f"run {self.id!r} is {state}; retry is for a run that failed, was cancelled, "
-                f"terminated or timed out (to try again from a boundary: durable-agent fork "
-                f"{self.id} --at N)",
-                workflow_id=self.id,
-            )
-        await self._refuse_retry_without_a_boundary()
-        original = await self._call("history", lambda: self._start_input(description.run_id))
-        fields = original.model_dump(exclude=set(RETRY_DROPPED_FIELDS))
-        fields["resume_from"] = ResumeFrom(workflow_id=self.id, run_id=description.run_id)
-        start = self.agents.start
-        queue = description.task_queue
-        try:
-            return await start(original.agent, "", workflow_id=self.id, task_queue=queue, **fields)
-        except AlreadyStarted:
-            fresh = f"{self.id}-retry-{uuid.uuid4().hex[:6]}"
-            return await start(original.agent, "", workflow_id=fresh, task_queue=queue, **fields)
-
-    async def _refuse_retry_without_a_boundary(self) -> None:
-        """A run that failed before its first resumable boundary (an unknown agent, a bad
-        input) has nothing to go on from: a retry would only fail again, hiding why."""
-        resumable = [
-            c for c in await self.checkpoints() if c.node is not AgentExecutionNode.RUN_FAILED
-        ]
-        if resumable:
-            return
-        view = await self.status()
-        why = f" ({view.error})" if view.error else ""
-        raise AgentRunError(
-            f"run {self.id!r} failed before its first checkpoint{why}; there is nothing to "
-            "retry from: fix the cause and start a new run",
-            workflow_id=self.id,
-        )
-
-    async def _start_input(self, run_id: str) -> AgentWorkflowInput:
-        """The input run `run_id` was started with (its first history event)."""
-        client = self.agents.client
-        handle = client.get_workflow_handle(self.id, run_id=run_id)
-        async for event in handle.fetch_history_events(page_size=1):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            decoded = await client.data_converter.decode(list(payloads), [AgentWorkflowInput])
-            workflow_input: AgentWorkflowInput = decoded[0]
-            return workflow_input
-        raise AgentRunError(f"run {run_id} of {self.id!r} has no history", workflow_id=self.id)
+        return await retry_run(self)
 
     async def cancel(self) -> None:
         """Requests cancellation; `result()` then raises `RunFailed` ("cancelled")."""
