@@ -11,13 +11,17 @@ from .ids import IdSource
 from .messages import ModelRequest, ModelResponse
 from .models.base import DeltaSink
 from .stream import StreamSink
-from .subagents import SubagentCall, SubagentWaiting, run_in_process
+from .subagents import SubagentCall, SubagentSuspended, SubagentWaiting, run_in_process
 from .toolsets import ToolsetListing
 
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["DirectNodeRunner", "Driver", "NodeRunner"]
+__all__ = ["DirectNodeRunner", "Driver", "NodeRunner", "SubagentOutcome"]
+
+SubagentOutcome = nodes.ToolCallOutcome | SubagentWaiting | SubagentSuspended
+"""What a sub-agent call gives: the call's outcome, or (in-process) its run left waiting for
+a human or suspended by the executor."""
 
 
 class NodeRunner(Protocol):
@@ -38,7 +42,9 @@ class NodeRunner(Protocol):
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome: ...
 
-    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome | SubagentWaiting:
+    async def subagent_call(
+        self, call: SubagentCall
+    ) -> nodes.ToolCallOutcome | SubagentWaiting | SubagentSuspended:
         """Runs a sub-agent on the call's prompt: in-process its own loop, on Temporal a
         child workflow. A failed sub-agent is an error return, not an exception; a waiting
         one (in-process only) is `SubagentWaiting`."""
@@ -67,7 +73,9 @@ class DirectNodeRunner:
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome:
         return await nodes.tool_call(self.agent, input)
 
-    async def subagent_call(self, call: SubagentCall) -> nodes.ToolCallOutcome | SubagentWaiting:
+    async def subagent_call(
+        self, call: SubagentCall
+    ) -> nodes.ToolCallOutcome | SubagentWaiting | SubagentSuspended:
         return await run_in_process(call)
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome:

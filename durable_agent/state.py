@@ -104,6 +104,10 @@ class AgentRunState(BaseModel):
     they are decided the sub-agent goes on from this state. (On Temporal the sub-agent's
     child workflow holds its own state.)"""
 
+    suspended_subagents: dict[str, Any] = omit_empty(factory=dict)
+    """In-process only: the checkpoint (as JSON) each sub-agent run its executor suspended
+    stopped at, by the parent's tool call id; resuming the parent resumes it there."""
+
     @field_serializer("latest_response", mode="wrap")
     def _latest_response_without_kind(
         self,

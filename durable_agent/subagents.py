@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from . import telemetry
 from ._fields import trusted
-from .errors import AgentError, UserError
-from .executor import AgentExecutor
+from .errors import AgentError, ExecutionSuspended, UserError
+from .executor import AgentCheckpoint, AgentExecutor
 from .hitl import DeferredToolResult, ToolApprovalDecision
 from .ids import IdSource
 from .messages import ToolCall, ToolReturn
@@ -47,6 +47,7 @@ __all__ = [
     "HELD_BY",
     "SubagentCall",
     "SubagentResume",
+    "SubagentSuspended",
     "SubagentWaiting",
     "default_description",
     "depth_exceeded",
@@ -134,6 +135,15 @@ class SubagentWaiting(BaseModel):
     state: AgentRunState
 
 
+class SubagentSuspended(BaseModel):
+    """In-process: the executor suspended the sub-agent's run at one of its boundaries; the
+    parent suspends too, and resuming the parent resumes the sub-agent from `checkpoint`."""
+
+    kind: Literal["subagent_suspended"] = "subagent_suspended"
+    checkpoint: AgentCheckpoint
+    reason: str
+
+
 @dataclass(frozen=True)
 class SubagentResume:
     state: AgentRunState
@@ -153,8 +163,9 @@ class SubagentCall:
     executor: AgentExecutor
     ids: IdSource
     prefix: str
-    resume: SubagentResume | None = None
-    """In-process: the waiting sub-agent run to go on with, and its calls' decisions."""
+    resume: SubagentResume | AgentCheckpoint | None = None
+    """In-process: the waiting sub-agent run to go on with and its calls' decisions, or
+    the checkpoint a suspended one goes on from."""
 
     @property
     def child_id(self) -> str:
@@ -223,14 +234,16 @@ def subagent_failure(
     )
 
 
-async def run_in_process(call: SubagentCall) -> ToolCallOutcome | SubagentWaiting:
+async def run_in_process(
+    call: SubagentCall,
+) -> ToolCallOutcome | SubagentWaiting | SubagentSuspended:
     """Runs the sub-agent's own loop here (or goes on with its waiting run once its calls
     are decided); its checkpoints go to the parent's executor, their metadata naming the
     parent run and tool call (from the child's `state.metadata`).
 
     A child that ends waiting for a human answers `SubagentWaiting`: the parent waits too,
-    listing the child's calls. A child that suspends suspends its parent
-    (`ExecutionSuspended` carries the child's checkpoint)."""
+    listing the child's calls. A child its executor suspends answers `SubagentSuspended`:
+    the parent suspends too, and resuming the parent resumes the child there."""
     from .controller import RunController
     from .runner import DirectNodeRunner, Driver
 
@@ -254,7 +267,10 @@ async def run_in_process(call: SubagentCall) -> ToolCallOutcome | SubagentWaitin
     resume = call.resume
     try:
         async with agent.open_toolsets():
-            if resume is not None:
+            if isinstance(resume, AgentCheckpoint):
+                state = resume.state
+                drive = controller.resume(resume)
+            elif resume is not None:
                 state = resume.state
                 drive = controller.continue_after_hitl(state, resume.approvals, resume.results)
             else:
@@ -272,9 +288,9 @@ async def run_in_process(call: SubagentCall) -> ToolCallOutcome | SubagentWaitin
         return subagent_failure(
             tool_call, "timeout", f"did not finish within {subagent.timeout_seconds} s", used
         )
+    except ExecutionSuspended as suspended:
+        return SubagentSuspended(checkpoint=suspended.checkpoint, reason=suspended.reason)
     except AgentError as error:
-        if error.kind == "suspended":
-            raise
         used = controller.loop.state.usage if controller.loop is not None else None
         return subagent_failure(tool_call, error.kind, error.message, used)
     if final.status is RunStatus.WAITING:

@@ -525,3 +525,54 @@ async def test_stream_with_children_and_watch_follow_the_sub_agents_live(
     assert watched.code == 0, watched.err
     assert "sub-agent analyst started for k2" in watched.out
     assert re.search(r"^    \[\d+\] completed: ", watched.out, re.MULTILINE), watched.out
+
+
+class _SuspendChildAtToolCall(RecordingExecutor):
+    """Suspends once, at the first boundary a sub-agent's run reaches at its tool call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.suspended = False
+
+    async def checkpoint(self, checkpoint: Any) -> Any:
+        from durable_agent import Continue, Suspend
+
+        self.checkpoints.append(checkpoint)
+        child = checkpoint.metadata.parent_tool_call_id is not None
+        if child and checkpoint.node.value == "tool_call" and not self.suspended:
+            self.suspended = True
+            return Suspend(reason="look before the search")
+        return Continue()
+
+
+async def test_in_process_resuming_a_parent_suspended_inside_its_sub_agent_resumes_it_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from durable_agent import ExecutionSuspended
+
+    monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
+    executor = _SuspendChildAtToolCall()
+    script = [
+        agents._calls(ToolCallPart(id="c1", name="researcher", arguments={"prompt": "tides"})),
+        agents._text("ok"),
+    ]
+    researching = (
+        AgentBuilder(TestModel.with_responses(script))
+        .name("lead-suspending")
+        .subagent(agents.researcher)
+        .build()
+        .with_executor(executor)
+    )
+    with pytest.raises(ExecutionSuspended) as suspended:
+        await researching.run("research")
+    checkpoint = suspended.value.checkpoint
+    assert checkpoint.node.value == "tool_call"
+    assert checkpoint.metadata.parent_run_id is None  # the parent's own checkpoint
+    assert "c1" in checkpoint.state.suspended_subagents
+    assert not (tmp_path / "tool_runs").exists()  # the search has not run yet
+    stored = type(checkpoint).model_validate_json(checkpoint.model_dump_json())
+    done = await researching.resume(stored)
+    assert done.status.value == "completed"
+    assert (tmp_path / "tool_runs").read_text().splitlines() == ["search"]
+    returned = {p.tool_call_id: p for p in done.messages[2].parts}  # type: ignore[union-attr]
+    assert returned["c1"].content == "Tides follow the moon."

@@ -97,7 +97,7 @@ class AgentLoop(ToolSteps):
         self._indexed: list[ToolsetListing] | None = None
         self._index: dict[str, tuple[ToolsetTool, str]] = {}
         self._definitions: list[ToolDefinition] = []
-        self._resumes: dict[str, SubagentResume] = {}
+        self._resumes: dict[str, SubagentResume | AgentCheckpoint] = {}
         """In-process: waiting sub-agent runs going on in this step's batch, by call id."""
         self._owned_history: list[ModelMessage] | None = None
         """The conversation list this loop made itself, so it may append to it in place."""

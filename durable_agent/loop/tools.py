@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     AgentExecutorError,
+    ExecutionSuspended,
     ToolRetryLimitExceeded,
 )
 from ..executor import (
+    AgentCheckpoint,
     AgentExecutionNode,
     AgentExecutor,
 )
@@ -51,6 +53,7 @@ from ..subagents import (
     HELD_BY,
     SubagentCall,
     SubagentResume,
+    SubagentSuspended,
     SubagentWaiting,
     child_id,
     subagent_depth,
@@ -67,8 +70,9 @@ __all__ = ["ToolSteps"]
 
 
 N = AgentExecutionNode
-Outcome = ToolCallOutcome | SubagentWaiting
-"""What running one call gives: a tool's outcome, or (in-process) a sub-agent left waiting."""
+Outcome = ToolCallOutcome | SubagentWaiting | SubagentSuspended
+"""What running one call gives: a tool's outcome, or (in-process) a sub-agent left waiting
+or suspended."""
 _ONE_TOOL_CALL = Usage(tool_calls=1)
 
 
@@ -96,7 +100,8 @@ class ToolSteps:
     _indexed: list[ToolsetListing] | None
     _index: dict[str, tuple[ToolsetTool, str]]
     _definitions: list[ToolDefinition]
-    _resumes: dict[str, SubagentResume]
+    _resumes: dict[str, SubagentResume | AgentCheckpoint]
+    _checkpoint: Callable[..., AgentCheckpoint]
     emit: Callable[..., int]
     emit_built: Callable[..., int]
     _ref: Callable[[], RunRef]
@@ -252,6 +257,13 @@ class ToolSteps:
                 self._resumes[call.id] = resume
                 planned.append(self._planned(call, None))
                 continue
+            if call.id in state.suspended_subagents:
+                kept = dict(state.suspended_subagents)
+                stored = kept.pop(call.id)
+                state.suspended_subagents = kept
+                self._resumes[call.id] = AgentCheckpoint.model_validate(stored)
+                planned.append(self._planned(call, None))
+                continue
             approval = approvals.get(call.id)
             waiting = deferred.get(call.id)
             if waiting is not None:
@@ -301,6 +313,12 @@ class ToolSteps:
         outcomes = await self._run_tools(planned)
         for item, outcome in zip(planned, outcomes, strict=True):
             self._apply_outcome(item.call, outcome)
+        suspended = [o for o in outcomes if isinstance(o, SubagentSuspended)]
+        if suspended:
+            # Every other call's outcome is in state: resuming redoes only the suspended.
+            reason = suspended[0].reason
+            cursor = self.emit("suspended", N.TOOL_CALL, reason=reason)
+            raise ExecutionSuspended(N.TOOL_CALL, reason, self._checkpoint(N.TOOL_CALL, cursor))
 
     def _planned(self, call: ToolCall, decision: ToolApprovalDecision | None) -> ToolCallInput:
         listed = self._toolset_index().get(call.name) if self.agent.toolsets else None
@@ -431,6 +449,10 @@ class ToolSteps:
         self._drop_approval(call.id)
         if isinstance(outcome, SubagentWaiting):
             self._hold(call, outcome)
+            return
+        if isinstance(outcome, SubagentSuspended):
+            stored = outcome.checkpoint.model_dump(mode="json")
+            state.suspended_subagents = {**state.suspended_subagents, call.id: stored}
             return
         if isinstance(outcome, ToolApprovalNeeded):
             pending = PendingToolApproval.for_call(call, outcome.reason, outcome.metadata)

@@ -107,8 +107,8 @@ async def _refuse_retry_without_a_boundary(handle: AgentRunHandle) -> None:
 async def _start_input(handle: AgentRunHandle, run_id: str) -> AgentWorkflowInput:
     """The input run `run_id` was started with (its first history event)."""
     client = handle.agents.client
-    handle = client.get_workflow_handle(handle.id, run_id=run_id)
-    async for event in handle.fetch_history_events(page_size=1):
+    run = client.get_workflow_handle(handle.id, run_id=run_id)
+    async for event in run.fetch_history_events(page_size=1):
         payloads = event.workflow_execution_started_event_attributes.input.payloads
         decoded = await client.data_converter.decode(list(payloads), [AgentWorkflowInput])
         workflow_input: AgentWorkflowInput = decoded[0]
