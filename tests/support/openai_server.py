@@ -1080,7 +1080,8 @@ class FakeOpenAIServer:
 
     ``api_key=None`` disables the key check.  ``models`` restricts accepted model
     names (404 ``model_not_found`` otherwise) and is what ``GET /v1/models`` lists;
-    ``None`` accepts any model and lists :data:`DEFAULT_MODELS`.
+    ``None`` accepts any model and lists :data:`DEFAULT_MODELS`. ``port`` 0 (the
+    default) takes a free port; another serves where an example expects a local server.
     """
 
     def __init__(
@@ -1089,8 +1090,10 @@ class FakeOpenAIServer:
         api_key: str | None = "sk-test",
         models: Sequence[str] | None = None,
         host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self.api_key = api_key
+        self._port = port
         self.models: tuple[str, ...] | None = tuple(models) if models is not None else None
         self._host = host
         self._lock = threading.Lock()
@@ -1108,7 +1111,7 @@ class FakeOpenAIServer:
         if self._httpd is not None:
             raise RuntimeError("FakeOpenAIServer is already running")
         self._closing.clear()
-        httpd = _HTTPServer((self._host, 0), _Handler)
+        httpd = _HTTPServer((self._host, self._port), _Handler)
         httpd.fake = self
         self._httpd = httpd
         self._thread = threading.Thread(
