@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import re
 import shutil
 import subprocess
 import sys
@@ -407,8 +408,13 @@ def test_generate_key_needs_no_cryptography_package() -> None:
 
 
 def test_scripts_dev_installs_the_extras_the_readme_uses() -> None:
+    """The dev stack's worker serves the example agents on any provider the docs name
+    (DURABLE_AGENT_MODEL), the inbox, MCP tools, encryption and OTLP traces."""
     script = (ROOT / "scripts" / "dev").read_text()
-    assert "'.[openai,crypto,inbox,mcp]'" in script
+    installed = re.search(r"pip install -q -e '\.\[([a-z0-9,]+)\]'", script)
+    assert installed is not None, script
+    extras = set(installed.group(1).split(","))
+    assert {"openai", "anthropic", "crypto", "inbox", "mcp", "otel"} <= extras
 
 
 # -- 13. install and docs -------------------------------------------------------------------
