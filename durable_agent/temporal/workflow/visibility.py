@@ -40,6 +40,10 @@ _ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 _APPROVAL_EXAMPLE = '{"tool_call_id": "...", "approved": true}'
 
 
+def _nothing() -> None:
+    return None
+
+
 class Visibility:
     """The run's status as queries, search attributes and the Web UI show it."""
 
@@ -50,10 +54,11 @@ class Visibility:
         session: Session,
         decisions: HumanDecisions,
         port: WorkflowPort,
-        subagents: SubagentRuns,
+        subagents: SubagentRuns | None = None,
     ) -> None:
+        """`subagents`: the run's sub-agent calls (None: a run that starts none)."""
         self._live = live
-        self._subagents = subagents
+        self._subagents = subagents if subagents is not None else SubagentRuns(port, _nothing)
         parent = live.input.parent
         self._parent = (
             ParentNotifier(parent, port, live.input.agent) if parent is not None else None
