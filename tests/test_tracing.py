@@ -448,6 +448,8 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     token_points = receiver.metrics["gen_ai.client.token.usage"]
     assert {p[0]["gen_ai.token.type"] for p in token_points} == {"input", "output"}
     assert "durable_agent.human.decision.duration" in receiver.metrics
+    waiting = receiver.metrics["durable_agent.approvals.waiting"]  # +1 then -1: 0 at the end
+    assert {p[0]["gen_ai.tool.name"] for p in waiting} == {"deploy"}
     ended = receiver.metrics["durable_agent.runs"]  # cumulative: one point per export
     assert {p[0]["durable_agent.status"] for p in ended} == {"completed"}
     assert {p[1] for p in ended} == {1}

@@ -291,6 +291,8 @@ def traced_sink(sink: StreamSink) -> StreamSink:
         sink(record)
         if record.kind in ("approval_decided", "deferred_result"):
             _decision_span(tracing, record)
+        if record.kind in ("approval_requested", "approval_decided"):
+            _approvals_waiting(record)
 
     return traced
 
@@ -335,6 +337,17 @@ def _decision_span(tracing: Tracing, record: AgentStreamRecord) -> None:
     )
 
 
+def _approvals_waiting(record: AgentStreamRecord) -> None:
+    """`durable_agent.approvals.waiting`: calls waiting for a human's approval, by tool (an
+    up-down counter: +1 when a call starts waiting, -1 when it is decided). Live only, so
+    the sum over every worker that ever ran the run is what waits now."""
+    if workflow.unsafe.is_replaying_history_events():
+        return
+    tool = str(record.data.get("tool_name") or "tool")
+    change = 1 if record.kind == "approval_requested" else -1
+    _record("durable_agent.approvals.waiting", change, {"gen_ai.tool.name": tool})
+
+
 def _count_run(agent: str, failure: Any, error: BaseException | None) -> None:
     """`durable_agent.runs`: runs that ended, by agent and how they ended."""
     if isinstance(error, asyncio.CancelledError):
@@ -355,6 +368,10 @@ def _record(name: str, value: float, attributes: dict[str, Any]) -> None:
                 meter.create_counter(name, unit="{run}", description="Agent runs ended").add(
                     int(value), attributes
                 )
+            elif name == "durable_agent.approvals.waiting":
+                meter.create_up_down_counter(
+                    name, unit="{call}", description="Tool calls waiting for an approval"
+                ).add(int(value), attributes)
             else:
                 meter.create_histogram(
                     name, unit="s", description="From a run's wait to a human's decision"
