@@ -278,6 +278,7 @@ async def test_a_run_on_temporal_is_one_trace_across_continue_as_new_and_a_human
     named = by_name(spans)
     (run,) = named[f"invoke_agent {name}"]
     assert {s.trace_id for s in spans} == {run.trace_id}
+    assert len({s.span_id for s in spans}) == len(spans)
     assert len(named["chat test"]) == 3
     assert len(named["execute_tool lookup"]) == 2
     assert len(named["approval lookup"]) == 2
@@ -430,6 +431,9 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     (decision,) = named["approval deploy"]
     assert decision.attributes["durable_agent.approval.decided_by"] == "alice"
     assert all(s.parent_span_id == run.span_id for s in spans if s is not run)
+    # Every span its own id: a backend keeps one span per id (workflow spans have ids given
+    # in advance; the activities' spans after them must not get those).
+    assert len({s.span_id for s in spans}) == len(spans)
     chat = named["chat trace-script"][0]
     assert chat.attributes["gen_ai.operation.name"] == "chat"
     assert chat.attributes["gen_ai.request.model"] == "trace-script"

@@ -421,8 +421,12 @@ def _export(
         return
     if context.trace_id is None or context.span_id is None:
         return
-    tracer: Any = sdk.get_tracer(telemetry.INSTRUMENTATION)
-    tracer.id_generator = _FixedIds(int(context.trace_id, 16), int(context.span_id, 16))
+    # A tracer of its own scope whose id generator answers the ids given in advance: the
+    # SDK caches one tracer per scope, and the activities' spans (scope INSTRUMENTATION)
+    # must keep drawing random ids.
+    tracer: Any = sdk.get_tracer(WORKFLOW_SPANS)
+    if not isinstance(tracer.id_generator, _FixedIds):
+        tracer.id_generator = _FixedIds()
     flags = TraceFlags(int(str(context.metadata.get("trace_flags", "01")), 16))
     parent = None
     if context.parent_span_id:
@@ -430,31 +434,39 @@ def _export(
             int(context.trace_id, 16), int(context.parent_span_id, 16), True, flags
         )
         parent = trace.set_span_in_context(NonRecordingSpan(remote))
-    span = tracer.start_span(
-        name,
-        context=parent if parent is not None else opentelemetry.context.Context(),
-        kind=SpanKind.INTERNAL,
-        attributes=attributes,
-        links=links or None,
-        start_time=start,
-    )
+    ids = _given_ids.set((int(context.trace_id, 16), int(context.span_id, 16)))
+    try:
+        span = tracer.start_span(
+            name,
+            context=parent if parent is not None else opentelemetry.context.Context(),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            links=links or None,
+            start_time=start,
+        )
+    finally:
+        _given_ids.reset(ids)
     if finish is not None:
         finish(span)
     span.end(end_time=max(workflow.time_ns(), start))
 
 
-class _FixedIds:
-    """An id generator that answers the ids a span was given in advance."""
+WORKFLOW_SPANS = f"{telemetry.INSTRUMENTATION}.workflow"
+"""The instrumentation scope of the spans workflow code emits with ids given in advance."""
 
-    def __init__(self, trace_id: int, span_id: int) -> None:
-        self._trace_id = trace_id
-        self._span_id = span_id
+_given_ids: ContextVar[tuple[int, int]] = ContextVar("durable_agent_given_span_ids")
+"""The trace and span id of the span being emitted (set around `start_span`, per thread
+and task, so workflows emitting at once on other threads do not see each other's)."""
+
+
+class _FixedIds:
+    """An id generator that answers the ids the span being emitted was given in advance."""
 
     def generate_trace_id(self) -> int:
-        return self._trace_id
+        return _given_ids.get()[0]
 
     def generate_span_id(self) -> int:
-        return self._span_id
+        return _given_ids.get()[1]
 
     def is_trace_id_random(self) -> bool:
         return False
