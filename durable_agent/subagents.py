@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,6 +34,7 @@ from .usage import Usage
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .controller import RunController
     from .nodes import ToolCallInput, ToolCallOutcome
 
 __all__ = [
@@ -163,6 +165,8 @@ class SubagentCall:
     executor: AgentExecutor
     ids: IdSource
     prefix: str
+    parent_agent: str = ""
+    """The name of the agent making the call (its `execute_tool` span says so)."""
     resume: SubagentResume | AgentCheckpoint | None = None
     """In-process: the waiting sub-agent run to go on with and its calls' decisions, or
     the checkpoint a suspended one goes on from."""
@@ -265,6 +269,29 @@ async def run_in_process(
         ),
     )
     resume = call.resume
+    started = time.time_ns()
+    outcome = await _run_child(call, controller, agent, prompt, resume)
+    returned: ToolReturn | None = getattr(outcome, "tool_return", None)
+    if returned is not None:  # finished or failed (not left waiting or suspended)
+        telemetry.record_subagent_tool_span(
+            call.parent_agent,
+            tool_call.name,
+            tool_call.id,
+            started,
+            returned.metadata.get("subagent_error_kind") if returned.is_error else None,
+        )
+    return outcome
+
+
+async def _run_child(
+    call: SubagentCall,
+    controller: RunController,
+    agent: Agent[Any],
+    prompt: str,
+    resume: SubagentResume | AgentCheckpoint | None,
+) -> ToolCallOutcome | SubagentWaiting | SubagentSuspended:
+    tool_call = call.input.call
+    subagent = call.subagent
     try:
         async with agent.open_toolsets():
             if isinstance(resume, AgentCheckpoint):

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .state import AgentRunState
 
 __all__ = [
+    "record_subagent_tool_span",
+    "subagent_tool_attributes",
     "CAPTURE_CONTENT_ENV",
     "INSTRUMENTATION",
     "RunSpan",
@@ -378,6 +380,37 @@ def tool_span(agent_name: str, input: ToolCallInput) -> Iterator[ToolSpan]:
         except BaseException as error:
             _failed(span, error)
             raise
+
+
+def subagent_tool_attributes(agent_name: str, call_name: str, call_id: str) -> dict[str, Any]:
+    """A sub-agent call's `execute_tool` attributes (its own run is an `invoke_agent`
+    span beside it)."""
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call_name,
+        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "agent",
+        "gen_ai.agent.name": agent_name,
+    }
+
+
+def record_subagent_tool_span(
+    agent_name: str, call_name: str, call_id: str, start_ns: int, error_type: str | None
+) -> None:
+    """In-process: the `execute_tool` span of a finished sub-agent call, in the current
+    (the parent run's) context."""
+    if not _enabled():
+        return
+    span = tracer().start_span(
+        f"execute_tool {call_name}",
+        kind=SpanKind.INTERNAL,
+        attributes=subagent_tool_attributes(agent_name, call_name, call_id),
+        start_time=start_ns,
+    )
+    if error_type is not None:
+        span.set_attribute("error.type", error_type)
+        span.set_status(Status(StatusCode.ERROR, error_type))
+    span.end()
 
 
 # -- message content (opt-in) -------------------------------------------------------------------

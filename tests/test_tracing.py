@@ -480,6 +480,13 @@ def nested(spans: list[ReceivedSpan], parent: Any, child: Any) -> None:
     (tool,) = named["execute_tool lookup"]
     assert tool.parent_span_id == inner.span_id
     assert len(named["chat test"]) == 4  # two requests each
+    # The sub-agent call is a tool call of the parent's: its span beside the child's run.
+    (call_span,) = named[f"execute_tool {child.name}"]
+    assert call_span.parent_span_id == outer.span_id
+    assert call_span.attributes["gen_ai.tool.call.id"] == "s1"
+    assert call_span.attributes["gen_ai.tool.type"] == "agent"
+    assert call_span.start <= inner.start
+    assert len({span.span_id for span in spans}) == len(spans)
 
 
 async def test_an_in_process_sub_agent_is_nested_in_its_parent(

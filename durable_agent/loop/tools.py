@@ -440,6 +440,7 @@ class ToolSteps:
                 executor=self.executor,
                 ids=self.ids,
                 prefix=self.idempotency_prefix,
+                parent_agent=self.agent.name,
                 resume=self._resumes.get(item.call.id),
             )
         )

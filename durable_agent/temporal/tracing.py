@@ -63,6 +63,7 @@ from ..stream import AgentStreamRecord, StreamSink
 from ..trace_context import TraceContext
 
 __all__ = [
+    "subagent_tool_span",
     "OTLP_ENDPOINT_ENVS",
     "TracingConfigError",
     "TelemetryInterceptor",
@@ -346,6 +347,34 @@ def _approvals_waiting(record: AgentStreamRecord) -> None:
     tool = str(record.data.get("tool_name") or "tool")
     change = 1 if record.kind == "approval_requested" else -1
     _record("durable_agent.approvals.waiting", change, {"gen_ai.tool.name": tool})
+
+
+def subagent_tool_span(
+    agent_name: str,
+    call_name: str,
+    call_id: str,
+    child_workflow_id: str,
+    start_ns: int,
+    error_type: str | None,
+) -> None:
+    """The `execute_tool` span of a sub-agent call whose child workflow ended, beside the
+    child's own `invoke_agent` span, in the parent run's trace (live only; its id is fixed
+    by the child's workflow id, unique over the parent's chain)."""
+    tracing = _active.get()
+    run = _traced_run() if tracing is not None else None
+    if tracing is None or run is None:
+        return
+    parent = run[3]
+    context = TraceContext(
+        trace_id=parent.trace_id,
+        span_id=_hex(f"{parent.span_id}/tool/{child_workflow_id}", "tool", 16),
+        parent_span_id=parent.span_id,
+        metadata=parent.metadata,
+    )
+    attributes = telemetry.subagent_tool_attributes(agent_name, call_name, call_id)
+    if error_type is not None:
+        attributes["error.type"] = error_type
+    _emit(tracing, f"execute_tool {call_name}", context, start=start_ns, attributes=attributes)
 
 
 def _count_run(agent: str, failure: Any, error: BaseException | None) -> None:

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         subagent_failure,
     )
     from ...usage import Usage
+    from ..tracing import subagent_tool_span
     from ..wire import (
         HELD_BY_SUBAGENT,
         AgentWorkflowInput,
@@ -79,15 +80,30 @@ class SubagentRuns:
             prompt = call.subagent.prompt_of(tool_call, call.input.override_arguments)
         except UserError as error:
             return subagent_failure(tool_call, error.kind, error.message)
-        own = self._port.identity()
         child_id = call.child_id
         agent = call.subagent.agent.name
-        timeout = call.subagent.timeout_seconds
         view = SubagentView(
             tool_call_id=tool_call.id, agent=agent, workflow_id=child_id, status="starting"
         )
         self._views[child_id] = view
         self._publish()
+        started = workflow.time_ns()
+        outcome = await self._run_child(call, child_id, prompt, view)
+        returned = outcome.tool_return if isinstance(outcome, ToolReturned) else None
+        if returned is not None:
+            failed = returned.metadata.get("subagent_error_kind") if returned.is_error else None
+            subagent_tool_span(
+                call.parent_agent, tool_call.name, tool_call.id, child_id, started, failed
+            )
+        return outcome
+
+    async def _run_child(
+        self, call: SubagentCall, child_id: str, prompt: str, view: SubagentView
+    ) -> ToolCallOutcome:
+        tool_call = call.input.call
+        own = self._port.identity()
+        agent = call.subagent.agent.name
+        timeout = call.subagent.timeout_seconds
         try:
             result: AgentWorkflowResult = await workflow.execute_child_workflow(
                 "AgentWorkflow",
