@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "record_subagent_tool_span",
-    "subagent_tool_attributes",
+    "tool_attributes",
     "CAPTURE_CONTENT_ENV",
     "INSTRUMENTATION",
     "RunSpan",
@@ -359,13 +359,8 @@ def tool_span(agent_name: str, input: ToolCallInput) -> Iterator[ToolSpan]:
         yield ToolSpan(trace.INVALID_SPAN)
         return
     call = input.call
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.name,
-        "gen_ai.tool.call.id": call.id,
-        "gen_ai.tool.type": "function" if input.toolset_tool is None else "extension",
-        "gen_ai.agent.name": agent_name,
-    }
+    kind = "function" if input.toolset_tool is None else "extension"
+    attributes = tool_attributes(agent_name, call.name, call.id, kind)
     if capture_content():
         attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
     with tracer().start_as_current_span(
@@ -382,14 +377,14 @@ def tool_span(agent_name: str, input: ToolCallInput) -> Iterator[ToolSpan]:
             raise
 
 
-def subagent_tool_attributes(agent_name: str, call_name: str, call_id: str) -> dict[str, Any]:
-    """A sub-agent call's `execute_tool` attributes (its own run is an `invoke_agent`
-    span beside it)."""
+def tool_attributes(agent_name: str, call_name: str, call_id: str, kind: str) -> dict[str, Any]:
+    """An `execute_tool` span's attributes; `kind` is `function`, `extension` (a toolset's
+    tool) or `agent` (a sub-agent, whose own run is an `invoke_agent` span beside it)."""
     return {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call_name,
         "gen_ai.tool.call.id": call_id,
-        "gen_ai.tool.type": "agent",
+        "gen_ai.tool.type": kind,
         "gen_ai.agent.name": agent_name,
     }
 
@@ -404,7 +399,7 @@ def record_subagent_tool_span(
     span = tracer().start_span(
         f"execute_tool {call_name}",
         kind=SpanKind.INTERNAL,
-        attributes=subagent_tool_attributes(agent_name, call_name, call_id),
+        attributes=tool_attributes(agent_name, call_name, call_id, "agent"),
         start_time=start_ns,
     )
     if error_type is not None:

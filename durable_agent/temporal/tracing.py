@@ -61,6 +61,7 @@ from .. import telemetry
 from ..state import AgentRunState
 from ..stream import AgentStreamRecord, StreamSink
 from ..trace_context import TraceContext
+from . import run_metrics
 
 __all__ = [
     "subagent_tool_span",
@@ -268,7 +269,7 @@ def _end_run(tracing: Tracing, error: BaseException | None) -> None:
         if status is not None:
             span.set_status(status)
 
-    _count_run(name, failure, error)
+    run_metrics.run_ended(name, failure, error)
     _emit(
         tracing,
         f"invoke_agent {name}",
@@ -293,7 +294,7 @@ def traced_sink(sink: StreamSink) -> StreamSink:
         if record.kind in ("approval_decided", "deferred_result"):
             _decision_span(tracing, record)
         if record.kind in ("approval_requested", "approval_decided"):
-            _approvals_waiting(record)
+            run_metrics.approvals_waiting(record)
 
     return traced
 
@@ -331,22 +332,7 @@ def _decision_span(tracing: Tracing, record: AgentStreamRecord) -> None:
         metadata=parent.metadata,
     )
     _emit(tracing, name, child, start=min(start, now), attributes=attributes)
-    _record(
-        "durable_agent.human.decision.duration",
-        (now - min(start, now)) / 1e9,
-        {"durable_agent.human.decision": record.kind, "gen_ai.tool.name": tool},
-    )
-
-
-def _approvals_waiting(record: AgentStreamRecord) -> None:
-    """`durable_agent.approvals.waiting`: calls waiting for a human's approval, by tool (an
-    up-down counter: +1 when a call starts waiting, -1 when it is decided). Live only, so
-    the sum over every worker that ever ran the run is what waits now."""
-    if workflow.unsafe.is_replaying_history_events():
-        return
-    tool = str(record.data.get("tool_name") or "tool")
-    change = 1 if record.kind == "approval_requested" else -1
-    _record("durable_agent.approvals.waiting", change, {"gen_ai.tool.name": tool})
+    run_metrics.decision_duration(record.kind, tool, (now - min(start, now)) / 1e9)
 
 
 def subagent_tool_span(
@@ -371,42 +357,10 @@ def subagent_tool_span(
         parent_span_id=parent.span_id,
         metadata=parent.metadata,
     )
-    attributes = telemetry.subagent_tool_attributes(agent_name, call_name, call_id)
+    attributes = telemetry.tool_attributes(agent_name, call_name, call_id, "agent")
     if error_type is not None:
         attributes["error.type"] = error_type
     _emit(tracing, f"execute_tool {call_name}", context, start=start_ns, attributes=attributes)
-
-
-def _count_run(agent: str, failure: Any, error: BaseException | None) -> None:
-    """`durable_agent.runs`: runs that ended, by agent and how they ended."""
-    if isinstance(error, asyncio.CancelledError):
-        status = "cancelled"
-    else:
-        status = "failed" if failure is not None else "completed"
-    _record("durable_agent.runs", 1, {"gen_ai.agent.name": agent, "durable_agent.status": status})
-
-
-def _record(name: str, value: float, attributes: dict[str, Any]) -> None:
-    """A live-only workflow metric (the caller checked it is not replaying)."""
-    try:
-        with workflow.unsafe.sandbox_unrestricted(), workflow.unsafe.imports_passed_through():
-            from opentelemetry import metrics
-
-            meter = metrics.get_meter(telemetry.INSTRUMENTATION)
-            if name == "durable_agent.runs":
-                meter.create_counter(name, unit="{run}", description="Agent runs ended").add(
-                    int(value), attributes
-                )
-            elif name == "durable_agent.approvals.waiting":
-                meter.create_up_down_counter(
-                    name, unit="{call}", description="Tool calls waiting for an approval"
-                ).add(int(value), attributes)
-            else:
-                meter.create_histogram(
-                    name, unit="s", description="From a run's wait to a human's decision"
-                ).record(value, attributes)
-    except Exception as error:
-        log.warning("could not record a workflow metric", metric=name, error=repr(error))
 
 
 def _emit(

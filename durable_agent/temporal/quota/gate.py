@@ -7,7 +7,6 @@ while a run waits its turn. Asking starts with one local activity per key and ru
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -18,6 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_agent.quotas import ModelQuota
 
+    from ..outbox import Outbox
     from ..wire import AgentWorkflowInput
     from .activities import EnsureKeeper
     from .wire import QuotaAsk, QuotaGrant, QuotaRelease, QuotaWaitView, keeper_id
@@ -44,7 +44,7 @@ class QuotaGate:
         self._priority = priority
         self._granted: set[str] = set()
         self._ensured: set[str] = set()
-        self._sending: set[asyncio.Task[None]] = set()
+        self._outbox = Outbox()
         self.waiting: QuotaWaitView | None = None
         """What the run waits for now (the `status` query's `quota_wait`)."""
 
@@ -91,7 +91,4 @@ class QuotaGate:
         )
 
     def _send(self, task_queue: str, key: str, signal: str, body: object) -> None:
-        handle = workflow.get_external_workflow_handle(keeper_id(task_queue, key))
-        task = asyncio.create_task(handle.signal(signal, body))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._outbox.send(keeper_id(task_queue, key), signal, body)

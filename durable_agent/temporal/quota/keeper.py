@@ -10,7 +10,6 @@ short. Being a workflow, it survives worker and server restarts with its queue i
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from datetime import UTC, datetime
 
@@ -19,6 +18,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_agent.quotas import ModelQuota, QuotaWindow
 
+    from ..outbox import Outbox
     from .wire import (
         KEEPER_WORKFLOW,
         KeeperInput,
@@ -48,7 +48,7 @@ class QuotaKeeper:
         self.leases: dict[str, Lease] = {lease.ask_id: lease for lease in input.leases}
         self.changed = False
         self.events = 0
-        self._sending: set[asyncio.Task[None]] = set()
+        self._outbox = Outbox()
 
     @workflow.run
     async def run(self, input: KeeperInput) -> None:
@@ -60,8 +60,7 @@ class QuotaKeeper:
                 workflow.info().is_continue_as_new_suggested()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if self._sending:
-                    await asyncio.gather(*self._sending)
+                await self._outbox.drained()
                 workflow.continue_as_new(self._carried())
             self.changed = False
             with contextlib.suppress(TimeoutError):
@@ -89,17 +88,13 @@ class QuotaKeeper:
         return None
 
     def _tell(self, ask: QuotaAsk) -> None:
-        async def send() -> None:
-            handle = workflow.get_external_workflow_handle(ask.requester)
-            try:
-                await handle.signal(GRANT_SIGNAL, QuotaGrant(ask_id=ask.ask_id, key=self.key))
-            except Exception as error:  # the run ended meanwhile: its grant is free again
-                workflow.logger.info("grant %s not delivered: %s", ask.ask_id, error)
-                self._release(QuotaRelease(ask_id=ask.ask_id))
-
-        task = asyncio.create_task(send())
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        # A run that ended meanwhile frees its grant again.
+        self._outbox.send(
+            ask.requester,
+            GRANT_SIGNAL,
+            QuotaGrant(ask_id=ask.ask_id, key=self.key),
+            on_failure=lambda _: self._release(QuotaRelease(ask_id=ask.ask_id)),
+        )
 
     def _expire(self, now: float) -> None:
         for lease in [lease for lease in self.leases.values() if lease.expires_at <= now]:

@@ -15,7 +15,6 @@ follows.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -41,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         subagent_failure,
     )
     from ...usage import Usage
+    from ..outbox import Outbox
     from ..tracing import subagent_tool_span
     from ..wire import (
         HELD_BY_SUBAGENT,
@@ -68,7 +68,7 @@ class SubagentRuns:
         self._publish = publish
         self._views: dict[str, SubagentView] = {}
         self._pending: dict[str, list[PendingApprovalView]] = {}
-        self._forwarding: set[asyncio.Future[None]] = set()
+        self._outbox = Outbox()
         self.priority: int | None = None
         """The parent's priority, which its sub-agents' runs inherit."""
 
@@ -188,13 +188,7 @@ class SubagentRuns:
         holder = self.holder_of(call_id) if isinstance(call_id, str) else None
         if holder is None:
             return False
-        request = ApprovalSignal.model_validate(inputs[0])
-        handle = workflow.get_external_workflow_handle(holder)
-        sending = asyncio.ensure_future(
-            _quietly(handle.signal("approval", request), self._port, holder)
-        )
-        self._forwarding.add(sending)
-        sending.add_done_callback(self._forwarding.discard)
+        self._outbox.send(holder, "approval", ApprovalSignal.model_validate(inputs[0]))
         return True
 
     def refusal(self, tool_call_id: str) -> ApplicationError | None:
@@ -235,13 +229,6 @@ def _failure_of(error: ChildWorkflowError, timeout: float | None) -> tuple[str, 
     return type(cause).__name__ if cause else "child_workflow_error", str(cause or error)
 
 
-async def _quietly(send: Any, port: WorkflowPort, target: str) -> None:
-    try:
-        await send
-    except Exception as error:  # the target ended: nothing waits for the message any more
-        port.logger.warning("signal to %s not delivered: %s", target, error)
-
-
 class ParentNotifier:
     """A sub-agent's run telling its parent of each change of its status, in order."""
 
@@ -250,7 +237,7 @@ class ParentNotifier:
         self._port = port
         self._agent = agent
         self._last: tuple[str, tuple[tuple[str, bool], ...]] | None = None
-        self._sending: asyncio.Future[None] | None = None
+        self._outbox = Outbox(ordered=True)
 
     def changed(self, status: str, pending: list[PendingApprovalView], usage: Usage) -> None:
         if status in _ENDED:
@@ -272,13 +259,4 @@ class ParentNotifier:
             ],
             usage=usage,
         )
-        previous = self._sending
-        self._sending = asyncio.ensure_future(self._send(previous, report))
-
-    async def _send(self, previous: asyncio.Future[None] | None, report: SubagentStatus) -> None:
-        if previous is not None:
-            await previous
-        handle = workflow.get_external_workflow_handle(self._parent.workflow_id)
-        await _quietly(
-            handle.signal(SUBAGENT_STATUS_SIGNAL, report), self._port, self._parent.workflow_id
-        )
+        self._outbox.send(self._parent.workflow_id, SUBAGENT_STATUS_SIGNAL, report)
