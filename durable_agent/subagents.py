@@ -54,6 +54,7 @@ __all__ = [
     "default_description",
     "depth_exceeded",
     "run_in_process",
+    "output_of",
     "subagent_finished",
     "subagent_depth",
     "subagent_failure",
@@ -199,7 +200,11 @@ def subagent_depth(state: AgentRunState) -> int:
 
 def subagent_output(state: AgentRunState) -> Any:
     """What the parent's model reads: the structured output (as JSON) or the text."""
-    return state.structured_output if state.structured_output is not None else state.output
+    return output_of(state.structured_output, state.output)
+
+
+def output_of(structured_output: Any, output: Any) -> Any:
+    return structured_output if structured_output is not None else output
 
 
 def _returned(call: ToolCall, content: Any, usage: Usage, **extra: Any) -> ToolCallOutcome:
@@ -220,8 +225,10 @@ def _returned(call: ToolCall, content: Any, usage: Usage, **extra: Any) -> ToolC
     )
 
 
-def subagent_finished(call: ToolCall, state: AgentRunState, **metadata: Any) -> ToolCallOutcome:
-    return _returned(call, subagent_output(state), state.usage, metadata=metadata)
+def subagent_finished(call: ToolCall, output: Any, usage: Usage) -> ToolCallOutcome:
+    """A finished sub-agent's output as the call's return, its usage the parent's too
+    (from its final state in-process, from its child workflow's result on Temporal)."""
+    return _returned(call, output, usage)
 
 
 def subagent_failure(
@@ -322,7 +329,7 @@ async def _run_child(
         return subagent_failure(tool_call, error.kind, error.message, used)
     if final.status is RunStatus.WAITING:
         return SubagentWaiting(state=final)
-    return subagent_finished(tool_call, final)
+    return subagent_finished(tool_call, subagent_output(final), final.usage)
 
 
 def depth_exceeded(call: ToolCall, depth: int) -> ToolCallOutcome:

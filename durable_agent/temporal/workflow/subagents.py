@@ -30,14 +30,15 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from ...errors import UserError
-    from ...messages import ToolCall, ToolReturn
     from ...nodes import ToolCallOutcome, ToolReturned
     from ...state import RunStatus
     from ...subagents import (
         MAX_SUBAGENT_DEPTH,
         SubagentCall,
         depth_exceeded,
+        output_of,
         subagent_failure,
+        subagent_finished,
     )
     from ...usage import Usage
     from ..outbox import Outbox
@@ -126,7 +127,8 @@ class SubagentRuns:
             self._ended(child_id, "cancelled" if kind == "cancelled" else "failed")
             return subagent_failure(tool_call, kind, message, view.usage)
         self._ended(child_id, result.status, result.usage)
-        return _finished(tool_call, result)
+        output = output_of(result.structured_output, result.output)
+        return subagent_finished(tool_call, output, result.usage)
 
     def _ended(self, child_id: str, status: str, usage: Usage | None = None) -> None:
         view = self._views[child_id]
@@ -206,16 +208,6 @@ class SubagentRuns:
 
 
 _ENDED = (RunStatus.COMPLETED.value, RunStatus.FAILED.value, RunStatus.CANCELLED.value)
-
-
-def _finished(call: ToolCall, result: AgentWorkflowResult) -> ToolCallOutcome:
-    """The child's output as the call's return: what `subagent_finished` makes of a
-    child's final state in-process, from the child workflow's result."""
-    content = result.structured_output if result.structured_output is not None else result.output
-    return ToolReturned(
-        tool_return=ToolReturn(tool_call_id=call.id, name=call.name, content=content),
-        usage=result.usage,
-    )
 
 
 def _failure_of(error: ChildWorkflowError, timeout: float | None) -> tuple[str, str]:
