@@ -14,13 +14,11 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from durable_agent import (
     AgentResumeEvidence,
@@ -31,7 +29,6 @@ from durable_agent import (
 
 from ...hitl import denial_problem
 from ..signing import sign_signal
-from ..storage import STORAGE_ENV
 from ..wire import (
     HELD_BY_SUBAGENT,
     AgentStatusView,
@@ -47,17 +44,9 @@ from ..wire import (
     UpdateAccepted,
 )
 from ..workflow import AgentWorkflow
-from .errors import (
-    AgentRunError,
-    CannotConnect,
-    NotAnAgentRun,
-    NoWorker,
-    Rejected,
-    RunClosed,
-    RunFailed,
-    RunNotFound,
-)
-from .listing import WORKFLOW_TYPE, _execution_status
+from .calls import RunCalls, failure_text
+from .errors import NotAnAgentRun, Rejected, RunClosed, RunFailed
+from .listing import WORKFLOW_TYPE
 from .time_travel import fork_run, retry_run
 
 if TYPE_CHECKING:
@@ -68,12 +57,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentRunHandle"]
 
-BUSY_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
-"""Waits before each retry of a call the server refused with RESOURCE_EXHAUSTED (e.g. more
-than ~10 updates in flight on one workflow): bounded, so a stuck workflow still ends the
-call. The SDK has already retried a few times itself before it gives us the refusal."""
-UPDATE_ACTIONS = frozenset({"approval", "deferred result", "resume", "steering message", "prompt"})
-"""The actions sent as workflow updates (named so in messages)."""
 SESSION_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 """Waits before sending a prompt again to a session that was continuing as new."""
 
@@ -92,14 +75,6 @@ _CLOSED: dict[WorkflowExecutionStatus, tuple[str, str]] = {
 """How a closed execution ended, as an agent status and a reason."""
 
 
-def _failure_text(error: WorkflowFailureError) -> str:
-    cause = error.cause
-    if isinstance(cause, ApplicationError) and cause.type:
-        return f"{cause.type}: {cause.message}"
-    kind = type(cause).__name__.removesuffix("Error").lower()
-    return f"{kind}: {cause}" if str(cause) else kind
-
-
 class AgentRunHandle:
     """One agent run: its status, result and the decisions a person sends it."""
 
@@ -111,7 +86,7 @@ class AgentRunHandle:
         self.agents = agents
         self.handle = handle
         self._verified = task_queue is not None
-        self._task_queue = task_queue
+        self._calls = RunCalls(agents, handle, task_queue)
 
     @property
     def id(self) -> str:
@@ -121,6 +96,11 @@ class AgentRunHandle:
     def run_id(self) -> str | None:
         """The run this handle was started or fetched with (None: the latest run)."""
         return self.handle.run_id
+
+    @property
+    def _task_queue(self) -> str | None:
+        """The task queue the run's workers poll, once known (named when none answers)."""
+        return self._calls.task_queue
 
     def __repr__(self) -> str:
         return f"AgentRunHandle(id={self.id!r})"
@@ -135,7 +115,7 @@ class AgentRunHandle:
         if description.workflow_type != WORKFLOW_TYPE:
             raise NotAnAgentRun(self.id, description.workflow_type)
         self._verified = True
-        self._task_queue = description.task_queue
+        self._calls.task_queue = description.task_queue
         return description
 
     async def status(self) -> AgentStatusView:
@@ -263,23 +243,11 @@ class AgentRunHandle:
         try:
             return await self.handle.result()
         except WorkflowFailureError as error:
-            raise RunFailed(self.id, _failure_text(error)) from error
+            raise RunFailed(self.id, failure_text(error)) from error
         except RPCError as error:
-            raise await self._explain("result", error) from None
+            raise await self._calls.explain("result", error) from None
         except RuntimeError as error:
-            raise self._without_storage("result", error) from None
-
-    def _without_storage(self, action: str, error: RuntimeError) -> Exception:
-        """What to tell a person whose client cannot read the run's external payloads
-        (the SDK's TMPRL1105); any other RuntimeError as it is."""
-        if "TMPRL1105" not in str(error):
-            return error
-        return AgentRunError(
-            f"{action} failed: run {self.id!r} keeps large payloads in external storage, and "
-            f"this client has none: set {STORAGE_ENV} as the worker has it (the embedded dev "
-            "stack uses file://<its folder>/.temporal/payloads)",
-            workflow_id=self.id,
-        )
+            raise self._calls.without_storage("result", error) from None
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -399,7 +367,7 @@ class AgentRunHandle:
                 if kind != "session_continuing" or delay is None:
                     raise Rejected(self.id, message, kind) from None
             except RPCError as error:
-                raise await self._explain("prompt", error) from None
+                raise await self._calls.explain("prompt", error) from None
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -474,86 +442,5 @@ class AgentRunHandle:
         return await self._call(action, operation)
 
     async def _call(self, action: str, operation: Callable[[], Awaitable[T]]) -> T:
-        """Runs one call (made afresh for each attempt), mapping failures to AgentRunErrors."""
-        for attempt, delay in enumerate((*BUSY_RETRY_DELAYS, None)):
-            try:
-                return await asyncio.wait_for(operation(), self.agents.timeout)
-            except WorkflowUpdateFailedError as error:
-                cause = error.cause
-                if isinstance(cause, ApplicationError):
-                    raise Rejected(
-                        self.id, cause.message, cause.type, details=cause.details
-                    ) from None
-                raise Rejected(self.id, str(cause), None) from None
-            except WorkflowQueryFailedError as error:
-                raise AgentRunError(
-                    f"{action} failed: {error.message}", workflow_id=self.id
-                ) from None
-            except RuntimeError as error:
-                raise self._without_storage(action, error) from None
-            except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-                raise self._no_worker(action) from None
-            except RPCError as error:
-                if error.status != RPCStatusCode.RESOURCE_EXHAUSTED:
-                    raise await self._explain(action, error) from None
-                if delay is None:
-                    raise self._no_worker(action, refusal=error.message) from None
-                log.warning(
-                    "the server refused the %s for %r (%s); retry %d of %d in %gs",
-                    action,
-                    self.id,
-                    error.message,
-                    attempt + 1,
-                    len(BUSY_RETRY_DELAYS),
-                    delay,
-                )
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-    async def _explain(self, action: str, error: RPCError) -> AgentRunError:
-        """The error a person needs for a call the server refused."""
-        if error.status == RPCStatusCode.NOT_FOUND and "namespace" in error.message.lower():
-            return AgentRunError(
-                f"{error.message} Set TEMPORAL_NAMESPACE (--namespace) to an existing one.",
-                workflow_id=self.id,
-            )
-        if error.status == RPCStatusCode.NOT_FOUND:
-            return await self._not_found(action)
-        if error.status == RPCStatusCode.UNAVAILABLE:
-            return CannotConnect(
-                f"lost the connection to the Temporal server: {error}", workflow_id=self.id
-            )
-        if error.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
-            return self._no_worker(action)
-        return AgentRunError(f"{action} failed: {error.message}", workflow_id=self.id)
-
-    async def _not_found(self, action: str) -> AgentRunError:
-        """Updates and signals to a closed workflow fail with NOT_FOUND too: tell them apart."""
-        missing = RunNotFound(
-            f"no workflow with id {self.id!r} in namespace {self.agents.namespace!r}",
-            workflow_id=self.id,
-        )
-        if action == "describe":
-            return missing
-        try:
-            description = await asyncio.wait_for(self.handle.describe(), self.agents.timeout)
-        except (RPCError, TimeoutError):
-            return missing
-        return RunClosed(self.id, _execution_status(description.status), action)
-
-    def _no_worker(self, action: str, refusal: str | None = None) -> NoWorker:
-        queue = f"task queue {self._task_queue!r}" if self._task_queue else "its task queue"
-        if refusal is not None:
-            why = (
-                f"the server kept refusing the {action} for {self.id!r} ({refusal}): earlier "
-                "updates are still waiting for a worker"
-            )
-        else:
-            why = f"no worker answered the {action} for {self.id!r} within {self.agents.timeout:g}s"
-            if action in UPDATE_ACTIONS:
-                why += " (the update may still be applied once a worker picks it up)"
-        return NoWorker(
-            f"{why}; is a worker running on {queue}? Start one with `durable-agent worker` "
-            "or `python worker.py`.",
-            workflow_id=self.id,
-        )
+        """Runs one call, mapping failures to AgentRunErrors (`calls.RunCalls`)."""
+        return await self._calls.call(action, operation)
