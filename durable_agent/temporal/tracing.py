@@ -20,7 +20,7 @@ with ids fixed in advance, never drawn from the workflow's random numbers.
 Switched on per worker: `DurableAgentPlugin(tracing=True)` uses the global tracer provider,
 `tracing=provider` that one; the `durable-agent worker` (and `python worker.py`) turns it on
 when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
-variables are set (`provider_from_env`). Off, activities make no spans whatever the global
+variables are set (`otlp.provider_from_env`). Off, activities make no spans whatever the global
 provider is, and workflows add nothing to their headers.
 """
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -62,6 +61,7 @@ from ..state import AgentRunState
 from ..stream import AgentStreamRecord, StreamSink
 from ..trace_context import TraceContext
 from . import run_metrics
+from .otlp import OTLP_ENDPOINT_ENVS, TracingConfigError, flush, provider_from_env
 
 __all__ = [
     "subagent_tool_span",
@@ -78,7 +78,6 @@ __all__ = [
 
 log = structlog.get_logger("durable_agent.tracing")
 
-OTLP_ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 _START = "start_time_unix_nano"
 
 
@@ -465,99 +464,3 @@ def _unsupported(kind: str) -> None:
             "the tracer provider is not the OpenTelemetry SDK's; run spans are not emitted",
             provider=kind,
         )
-
-
-# -- configuration ------------------------------------------------------------------------------
-
-
-def provider_from_env(environ: Mapping[str, str] | None = None) -> trace.TracerProvider | None:
-    """A replay-safe SDK tracer provider exporting over OTLP when the standard variables ask
-    for it (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; protocol from
-    `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`, `http/protobuf` by
-    default; service name from `OTEL_SERVICE_NAME`, else `durable-agent-worker`), else None.
-    Metrics (`gen_ai.client.*`) go to the same endpoint unless `OTEL_METRICS_EXPORTER=none`.
-    """
-    env = os.environ if environ is None else environ
-    if not any(env.get(name) for name in OTLP_ENDPOINT_ENVS):
-        return None
-    if env.get("OTEL_SDK_DISABLED", "").lower() == "true":
-        return None
-    protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    )
-    try:
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from temporalio.contrib.opentelemetry import create_tracer_provider
-    except ImportError as error:
-        raise TracingConfigError(
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not installed: "
-            "pip install 'durable-agent[otel]'"
-        ) from error
-    exporter: Any
-    if protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http import trace_exporter as http_exporter
-
-        exporter = http_exporter.OTLPSpanExporter()
-    elif protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc import (  # type: ignore[import-not-found,unused-ignore]
-                trace_exporter as grpc_exporter,
-            )
-        except ImportError as error:
-            raise TracingConfigError(
-                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc; "
-                "install it, or use http/protobuf"
-            ) from error
-        exporter = grpc_exporter.OTLPSpanExporter()
-    else:
-        raise TracingConfigError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf "
-            "(the default) or grpc"
-        )
-    attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "durable-agent-worker"}
-    provider = create_tracer_provider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    if env.get("OTEL_METRICS_EXPORTER", "otlp").lower() != "none" and protocol == "http/protobuf":
-        _metrics_from_env(attributes)
-    return provider
-
-
-def _metrics_from_env(attributes: dict[str, str]) -> None:
-    from opentelemetry import metrics
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-    from opentelemetry.sdk.resources import Resource
-
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-    metrics.set_meter_provider(
-        MeterProvider(metric_readers=[reader], resource=Resource.create(attributes))
-    )
-
-
-class TracingConfigError(Exception):
-    """The OTLP settings ask for something this install cannot do."""
-
-
-def flush(tracing: Tracing | None) -> None:
-    """Exports what a stopping worker still holds."""
-    if tracing is None:
-        return
-    provider: Any = tracing.resolve()
-    force_flush = getattr(provider, "force_flush", None)
-    if callable(force_flush):
-        try:
-            force_flush(5_000)
-        except Exception as error:
-            log.warning("could not flush spans", error=repr(error))
-    try:
-        from opentelemetry import metrics
-
-        meter_provider: Any = metrics.get_meter_provider()
-        if callable(getattr(meter_provider, "force_flush", None)):
-            meter_provider.force_flush(5_000)
-    except Exception as error:
-        log.warning("could not flush metrics", error=repr(error))
