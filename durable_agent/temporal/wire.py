@@ -1,4 +1,8 @@
-"""One model per workflow input, result, signal, update and query: the wire contract."""
+"""One model per workflow input, result, signal, update and query: the wire contract.
+
+What goes into a run is defined here (its input, result, signals, updates, continuation
+and activity inputs); what its queries take and answer is in `queries`, re-exported here so
+every wire model imports from this one module."""
 
 from __future__ import annotations
 
@@ -12,7 +16,6 @@ from durable_agent import (
     AgentCheckpoint,
     AgentExecutionNode,
     AgentOverrides,
-    AgentResumeEvidence,
     ModelDelta,
     ModelMessage,
     ToolApprovalDecision,
@@ -27,7 +30,19 @@ from durable_agent.nodes import (
     ToolCallInput,
     ValidateOutputInput,
 )
-from durable_agent.temporal.quota.wire import QuotaWaitView
+from durable_agent.temporal.queries import (
+    AgentStatusView,
+    CheckpointLookup,
+    CheckpointQuery,
+    CheckpointsView,
+    ForkOrigin,
+    HistoryPageQuery,
+    HistorySegment,
+    PendingApprovalView,
+    RunLink,
+    SessionView,
+    SubagentView,
+)
 
 __all__ = [
     "HELD_BY_SUBAGENT",
@@ -73,23 +88,6 @@ __all__ = [
 ]
 
 
-class HistorySegment(BaseModel):
-    """Messages `[start, end)` of the conversation, held by workflow run `run_id`."""
-
-    run_id: str
-    start: int
-    end: int
-
-
-class RunLink(BaseModel):
-    """One run of a workflow's continue-as-new chain: where its stream records and its
-    checkpoints begin, counted over the whole chain."""
-
-    run_id: str
-    first_seq: int = 0
-    first_checkpoint: int = 0
-
-
 class ResumeFrom(BaseModel):
     """A boundary another run recorded, where a fork (or a retry) starts.
 
@@ -123,19 +121,6 @@ class ResumeFrom(BaseModel):
         if self.checkpoint_id is not None:
             return f"{self.workflow_id} {self.checkpoint_id}"
         return f"{self.workflow_id} (latest)"
-
-
-class ForkOrigin(BaseModel):
-    """Where a fork came from, as its `status` reports it."""
-
-    workflow_id: str
-    run_id: str
-    """The source's workflow run that recorded the checkpoint."""
-    index: int
-    """The checkpoint's index over the source's chain."""
-    checkpoint_id: str
-    node: AgentExecutionNode
-    run_step: int
 
 
 class SessionCarry(BaseModel):
@@ -341,39 +326,6 @@ class UpdateAccepted(BaseModel):
     status: str
 
 
-class PendingApprovalView(BaseModel):
-    tool_call_id: str
-    tool_name: str
-    arguments: Any
-    reason: str | None = None
-    decided: bool = False
-    waiting_since: datetime | None = None
-    """When the run began waiting for this call (the workflow's clock)."""
-    expires_at: datetime | None = None
-    """When an unanswered approval is denied ("approval expired"); None: never."""
-    approvers: list[str] | None = None
-    """Who may decide it (users or groups, `AgentBuilder.approvers`); None: anyone."""
-    overridable: bool = False
-    """Whether an approval may replace the arguments: the tool is one whose arguments the
-    workflow can validate."""
-    workflow_id: str | None = omit_none()
-    """For a sub-agent's call: the child workflow holding it, where its decision goes
-    (`AgentRunHandle.approve` on the parent routes there). None: this run holds it."""
-    agent: str | None = omit_none()
-    """For a sub-agent's call: the agent that made it."""
-
-
-class SubagentView(BaseModel):
-    """A sub-agent call of this run: its child workflow and what that is doing (the
-    `status` query's values)."""
-
-    tool_call_id: str
-    agent: str
-    workflow_id: str
-    status: str
-    usage: Usage = Field(default_factory=Usage)
-
-
 class SubagentStatus(BaseModel):
     """What a sub-agent's workflow tells its parent when its status changes."""
 
@@ -382,78 +334,6 @@ class SubagentStatus(BaseModel):
     status: str
     pending_approvals: list[PendingApprovalView] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
-
-
-class SessionView(BaseModel):
-    turns: int = 0
-    """Turns answered so far."""
-    awaiting_prompt: bool = False
-    ending: bool = False
-    """`end_session` arrived: no further prompt is taken."""
-    idle_since: datetime | None = None
-    """When it began waiting for the prompt (the workflow's clock)."""
-    idle_expires_at: datetime | None = None
-    """When it ends if no prompt comes (`idle_timeout_seconds`)."""
-
-
-class AgentStatusView(BaseModel):
-    agent: str
-    status: str
-    node: str | None
-    run_step: int
-    run_id: str | None = None
-    conversation_id: str | None = None
-    suspend_reason: str | None = None
-    pending_approvals: list[PendingApprovalView] = Field(default_factory=list)
-    deferred_calls: list[PendingApprovalView] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    output: Any = None
-    error: str | None = None
-    checkpoint_count: int = 0
-    """Boundaries passed since the workflow started, across continue-as-new."""
-    continued_as_new: int = 0
-    steering: list[str] = Field(default_factory=list)
-    """Steering messages queued for the next model request, not yet sent to the model."""
-    forked_from: ForkOrigin | None = None
-    """For a fork or a retry: the boundary it started from."""
-    session: SessionView | None = None
-    """For a session run: its turns and whether it waits for the next prompt."""
-    subagents: list[SubagentView] = Field(default_factory=list)
-    """The child workflows of this run's sub-agent calls, oldest first."""
-    quota_wait: QuotaWaitView | None = None
-    """Set while the run waits for its model quota's grant: which key, since when."""
-    model: str | None = None
-    """Who answered the latest model request, `provider:model` as the response names it
-    (with a `FallbackModel`, the member that answered)."""
-
-
-class HistoryPageQuery(BaseModel):
-    offset: int = 0
-    limit: int = 200
-
-
-class CheckpointQuery(BaseModel):
-    """The `checkpoint_at` query: one boundary's full checkpoint, by `index` over the
-    chain or by `checkpoint_id`; neither: the latest one a run can go on from."""
-
-    index: int | None = None
-    checkpoint_id: str | None = None
-
-
-class CheckpointLookup(BaseModel):
-    """What one workflow run answers `checkpoint_at`: the checkpoint if it recorded it,
-    and where its own boundaries lie in the chain, so the reader knows where to look
-    next (`previous_run_id`: the run it continued from)."""
-
-    agent: str
-    run_id: str
-    checkpoint: AgentCheckpoint | None = None
-    index: int | None = None
-    first_index: int
-    count: int
-    """How many boundaries this run recorded (indexes `first_index` to `first_index +
-    count - 1`)."""
-    previous_run_id: str | None = None
 
 
 class LoadCheckpointInput(BaseModel):
@@ -466,17 +346,6 @@ class LoadCheckpointInput(BaseModel):
 class LoadedCheckpoint(BaseModel):
     checkpoint: AgentCheckpoint
     origin: ForkOrigin
-
-
-class CheckpointsView(BaseModel):
-    """The `checkpoints` query: this run's boundaries and the runs before it, which hold
-    the earlier ones (`AgentRunHandle.checkpoints()` stitches them into one list)."""
-
-    run_id: str
-    first_index: int = 0
-    """The index of this run's first boundary over the whole chain."""
-    checkpoints: list[AgentResumeEvidence] = Field(default_factory=list)
-    earlier_runs: list[RunLink] = Field(default_factory=list)
 
 
 class ModelDeltaBatch(BaseModel):
