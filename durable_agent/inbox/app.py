@@ -13,12 +13,11 @@ header) and never data. Every POST needs the session's CSRF token.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
@@ -31,21 +30,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from durable_agent.approvers import approver_problem
-from durable_agent.hitl import denial_problem, read_deferred_response
 from durable_agent.pricing import dollars
-from durable_agent.temporal.client import (
-    AgentClient,
-    AgentRunError,
-    NotAnAgentRun,
-    NoWorker,
-    Rejected,
-    RunClosed,
-    RunNotFound,
-)
-from durable_agent.temporal.wire import PendingApprovalView
+from durable_agent.temporal.client import AgentClient, AgentRunError
 
 from .auth import Identity, LoginThrottle, UserDirectory, identity_from_headers
+from .decisions import Action, act, http_status, refusal
 from .views import Flash, RunCard, dom_id, load_run, load_runs, relative, version_of
 
 __all__ = ["InboxSettings", "create_app"]
@@ -323,7 +312,7 @@ class _Inbox:
         request.session.clear()
         return RedirectResponse("/login" if self.embedded else "/", status_code=303)
 
-    # -- decisions -------------------------------------------------------------------------
+    # -- decisions (what each means: `decisions`) ------------------------------------------
 
     async def approve(self, request: Request) -> Response:
         return await self.decide(request, "approve")
@@ -337,9 +326,7 @@ class _Inbox:
     async def resume(self, request: Request) -> Response:
         return await self.decide(request, "resume")
 
-    async def decide(
-        self, request: Request, action: Literal["approve", "deny", "deferred", "resume"]
-    ) -> Response:
+    async def decide(self, request: Request, action: Action) -> Response:
         identity = self.identity(request)
         if identity is None:
             return self.unauthenticated(request)
@@ -349,9 +336,9 @@ class _Inbox:
         workflow_id = request.path_params["workflow_id"]
         call_id = request.path_params.get("call_id", "")
         try:
-            text, status_code = await self.act(action, workflow_id, call_id, form, identity)
+            text, status_code = await act(self.agents, action, workflow_id, call_id, form, identity)
         except AgentRunError as error:
-            text, status_code = _refusal(error), _http_status(error)
+            text, status_code = refusal(error), http_status(error)
         flash = Flash(text, ok=status_code < 400)
         if "hx-request" in request.headers:
             card = await load_run(
@@ -368,73 +355,6 @@ class _Inbox:
                 status_code,
             )
         return await self.inbox_page(request, identity, flash, status_code)
-
-    async def act(
-        self,
-        action: Literal["approve", "deny", "deferred", "resume"],
-        workflow_id: str,
-        call_id: str,
-        form: FormData,
-        identity: Identity,
-    ) -> tuple[str, int]:
-        """Checks what the inbox can check, then sends the update; (message, HTTP status).
-
-        The workflow checks everything again (and is the judge): these checks are for a
-        clear message before anything is sent, and for refusing a non-approver even on a
-        worker without approval keys."""
-        handle = self.agents.get(workflow_id)
-        if action == "resume":
-            await handle.resume(f"resumed by {identity.user} in the inbox")
-            return f"run {workflow_id} resumed", 200
-        view = await handle.status()
-        if view.status != "waiting":
-            return f"run {workflow_id} is {view.status}; it is no longer waiting for anyone", 409
-        if action == "deferred":
-            return await self.deliver(handle, view.deferred_calls, call_id, form)
-        call = _undecided(view.pending_approvals, call_id)
-        if call is None:
-            return _not_pending(view.pending_approvals, call_id, workflow_id)
-        allowed = frozenset(call.approvers) if call.approvers is not None else None
-        refusal = approver_problem(call.tool_name, allowed, identity.user, identity.groups)
-        if refusal is not None:
-            return f"you may not decide this call: {refusal}", 403
-        groups = list(identity.groups)
-        if action == "deny":
-            reason = str(form.get("reason") or "").strip()
-            if problem := denial_problem(reason):
-                return problem, 400
-            await handle.deny(call_id, reason, by=identity.user, groups=groups)
-            return f"denied {call.tool_name} ({call_id}) as {identity.user}: {reason}", 200
-        override, problem = _override(call, form.get("arguments"))
-        if problem is not None:
-            return problem, 400
-        accepted = await handle.approve(
-            call_id, by=identity.user, override_arguments=override, groups=groups
-        )
-        changed = " with your arguments" if override is not None else ""
-        return (
-            f"approved {call.tool_name} ({call_id}){changed} as {identity.user}; the run is "
-            f"{accepted.status}",
-            200,
-        )
-
-    async def deliver(
-        self, handle: Any, calls: list[PendingApprovalView], call_id: str, form: FormData
-    ) -> tuple[str, int]:
-        call = _undecided(calls, call_id)
-        if call is None:
-            if not any(c.tool_call_id == call_id for c in calls):
-                return f"run {handle.id} has no deferred call {call_id!r}", 404
-            return f"deferred call {call_id!r} no longer waits for a result", 409
-        try:
-            response = read_deferred_response(str(form.get("response") or ""))
-        except ValueError as error:
-            return str(error), 400
-        status: Literal["success", "error"] = (
-            "error" if form.get("status") == "error" else "success"
-        )
-        await handle.deferred(call_id, response, status)
-        return f"result for {call.tool_name} ({call_id}) delivered ({status})", 200
 
 
 class _SecurityHeaders:
@@ -459,61 +379,6 @@ class _SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
-
-
-def _http_status(error: AgentRunError) -> int:
-    """What a client error means for the browser: the run is not there (404), the workflow
-    refused (409), or Temporal could not be asked (502, 504)."""
-    if isinstance(error, RunNotFound | NotAnAgentRun):
-        return 404
-    if isinstance(error, Rejected | RunClosed):
-        return 409
-    if isinstance(error, NoWorker):
-        return 504
-    return 502
-
-
-def _not_pending(
-    calls: list[PendingApprovalView], call_id: str, workflow_id: str
-) -> tuple[str, int]:
-    """Why `call_id` cannot be decided: unknown in this run, or already decided."""
-    if not any(c.tool_call_id == call_id for c in calls):
-        return f"run {workflow_id} has no pending call {call_id!r}", 404
-    return (
-        f"tool call {call_id!r} of run {workflow_id} is no longer waiting for a decision "
-        "(someone decided it, or it expired)",
-        409,
-    )
-
-
-def _undecided(calls: list[PendingApprovalView], call_id: str) -> PendingApprovalView | None:
-    return next((c for c in calls if c.tool_call_id == call_id and not c.decided), None)
-
-
-def _override(call: PendingApprovalView, raw: object) -> tuple[dict[str, Any] | None, str | None]:
-    """The override arguments of an approval form: None when unchanged."""
-    text = str(raw or "").strip()
-    if not text:
-        return None, None
-    try:
-        arguments = json.loads(text)
-    except json.JSONDecodeError as error:
-        return None, f"the arguments are not valid JSON: {error.msg} (line {error.lineno})"
-    if arguments == call.arguments:
-        return None, None
-    if not call.overridable:
-        return None, f"tool {call.tool_name!r} does not take replaced arguments"
-    if not isinstance(arguments, dict):
-        return None, f"the arguments must be a JSON object, not {type(arguments).__name__}"
-    return arguments, None
-
-
-def _refusal(error: AgentRunError) -> str:
-    if isinstance(error, Rejected):
-        return f"the run refused it: {error.message}"
-    if isinstance(error, RunClosed):
-        return f"{error.message}; nothing was changed"
-    return error.message
 
 
 def _safe_next(target: str | None) -> str:
