@@ -5,14 +5,14 @@ thinking, extended thinking whose blocks (and their signatures, or redacted data
 in the history and sent back unchanged, and prompt caching. A configured client of the
 same SDK may be passed in (`AsyncAnthropicBedrock`, `AsyncAnthropicVertex`, ...); otherwise
 the key comes from `ANTHROPIC_API_KEY` in the process that makes the request (the worker)
-and never reaches workflow history, activity inputs, logs, `repr()` or a pickle.
+and never reaches workflow history, activity inputs, logs, `repr()` or a pickle. How our
+messages map to the API's shapes and its content blocks back is in `anthropic_messages`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 try:
@@ -25,27 +25,11 @@ except ImportError as _missing:  # pragma: no cover - depends on the installed e
 from pydantic import ValidationError
 
 from ..errors import AgentError, UnexpectedModelBehavior, UserError
-from ..messages import (
-    ModelMessage,
-    ModelResponse,
-    ModelResponsePart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-)
+from ..messages import ModelMessage, ModelResponse
 from ..output import OUTPUT_TOOL_NAME
 from ..tools import ToolDefinition
-from ..usage import Usage
-from ._common import (
-    NO_KEY_PLACEHOLDER,
-    AssistantTurn,
-    SDKModel,
-    conversation,
-    merge_settings,
-    own_thinking,
-    parse_arguments,
-    safe_tool_id,
-)
+from ._common import NO_KEY_PLACEHOLDER, SDKModel, merge_settings, parse_arguments
+from .anthropic_messages import REDACTED, map_messages, response_parts, tool_param, usage_of
 from .base import DeltaSink, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode
 
 if TYPE_CHECKING:
@@ -53,10 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "map_messages"]
 
-PROVIDER_API = "anthropic"
-"""What `ThinkingPart.provider_name` says of thinking blocks of this API."""
-REDACTED = "redacted_thinking"
-"""`ThinkingPart.id` of a redacted thinking block, whose data is its `signature`."""
 DEFAULT_MAX_TOKENS = 4096
 """The Messages API needs `max_tokens`; this unless the model or its settings say."""
 CACHE = {"type": "ephemeral"}
@@ -80,90 +60,6 @@ _ERROR_STATUS = {
     "overloaded_error": 529,
 }
 """Status of an `error` event in a stream, which arrives after a 200."""
-
-
-def _tool_input(part: ToolCallPart) -> dict[str, Any]:
-    """The API wants an object; arguments the model wrote as bad JSON go back as written,
-    under one key, next to the retry prompt about them."""
-    try:
-        return part.arguments_dict()
-    except (ValueError, json.JSONDecodeError):
-        return {"raw_arguments": str(part.arguments)}
-
-
-def _assistant_blocks(response: ModelResponse) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for part in response.parts:
-        if isinstance(part, ThinkingPart):
-            if not own_thinking(part, PROVIDER_API):
-                continue  # another provider's thinking, or unsigned: not ours to send
-            if part.id == REDACTED:
-                blocks.append({"type": REDACTED, "data": part.signature})
-            else:
-                blocks.append(
-                    {"type": "thinking", "thinking": part.text, "signature": part.signature}
-                )
-        elif isinstance(part, TextPart):
-            if part.text:
-                blocks.append({"type": "text", "text": part.text})
-        else:
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": safe_tool_id(part.id),
-                    "name": part.name,
-                    "input": _tool_input(part),
-                }
-            )
-    return blocks
-
-
-def map_messages(messages: Sequence[ModelMessage]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Our history as the Messages API's `system` texts and `messages`: each call answered
-    by a `tool_result` at the front of the next user message (`conversation`), turns of one
-    role merged, ids made acceptable to the API (`safe_tool_id`)."""
-    system: list[str] = []
-    out: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
-    for turn in conversation(messages):
-        if isinstance(turn, AssistantTurn):
-            add("assistant", _assistant_blocks(turn.response))
-            continue
-        blocks: list[dict[str, Any]] = []
-        for answer in turn.answers:
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": safe_tool_id(answer.call_id),
-                "content": answer.text,
-            }
-            if answer.is_error:
-                result["is_error"] = True
-            blocks.append(result)
-        for role, text in turn.items:
-            if role == "system":
-                if text not in system:
-                    system.append(text)
-            elif text:
-                blocks.append({"type": "text", "text": text})
-        add("user", blocks)
-    return system, out
-
-
-def _tool_param(tool: ToolDefinition) -> dict[str, Any]:
-    param: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters_json_schema}
-    if tool.description:
-        param["description"] = tool.description
-    if tool.strict:
-        param["strict"] = True
-    return param
 
 
 class AnthropicModel(SDKModel[Any]):
@@ -263,10 +159,10 @@ class AnthropicModel(SDKModel[Any]):
     ) -> dict[str, Any]:
         settings = merge_settings(self.settings, params.settings)
         system, mapped = map_messages(messages)
-        tools = [_tool_param(tool) for tool in params.function_tools]
+        tools = [tool_param(tool) for tool in params.function_tools]
         tool_choice: dict[str, Any] | None = None
         if params.output_mode != "text":
-            tools.append(_tool_param(self._output_tool(params)))
+            tools.append(tool_param(self._output_tool(params)))
             # Text is not a final answer in this mode: the run ends only through the output
             # tool, so some tool must be called every turn. Thinking allows only "auto".
             tool_choice = None if self._thinks else {"type": "any"}
@@ -399,66 +295,18 @@ class AnthropicModel(SDKModel[Any]):
         stop_reason: str | None,
         usage: dict[str, Any],
     ) -> ModelResponse:
-        parts: list[ModelResponsePart] = []
-        for block in blocks:
-            kind = block.get("type")
-            if kind == "text":
-                parts.append(TextPart(text=block["text"]))
-            elif kind == "thinking":
-                parts.append(
-                    ThinkingPart(
-                        text=block["thinking"],
-                        signature=block.get("signature") or None,
-                        provider_name=PROVIDER_API,
-                    )
-                )
-            elif kind == REDACTED:
-                parts.append(
-                    ThinkingPart(
-                        text="", signature=block["data"], id=REDACTED, provider_name=PROVIDER_API
-                    )
-                )
-            elif kind == "tool_use":
-                arguments = block.get("input")
-                if params.output_mode == "json_schema" and block["name"] == OUTPUT_TOOL_NAME:
-                    parts.append(TextPart(text=json.dumps(arguments)))
-                    continue
-                parts.append(
-                    ToolCallPart(id=block["id"], name=block["name"], arguments=arguments or {})
-                )
-            else:
-                raise UnexpectedModelBehavior(
-                    f"{self._model_name}: unsupported content block {kind!r}; only function "
-                    "tools are sent"
-                )
+        parts = response_parts(blocks, params.output_mode, self._model_name)
         metadata: dict[str, Any] = {"message_id": message_id} if message_id else {}
         if stop_reason and stop_reason not in _FINISH:
             metadata["stop_reason"] = stop_reason
         return ModelResponse(
             parts=parts,
-            usage=_usage(usage),
+            usage=usage_of(usage),
             model_name=served_by or self._model_name,
             provider_name=self._provider,
             finish_reason=_FINISH.get(stop_reason or "", stop_reason),
             metadata=metadata,
         )
-
-
-def _usage(usage: dict[str, Any]) -> Usage:
-    """Anthropic counts cached input apart from `input_tokens`; ours counts every input
-    token, and says how many were read from or written to the cache."""
-    read = int(usage.get("cache_read_input_tokens") or 0)
-    written = int(usage.get("cache_creation_input_tokens") or 0)
-    fresh = int(usage.get("input_tokens") or 0)
-    output = int(usage.get("output_tokens") or 0)
-    return Usage(
-        requests=1,
-        input_tokens=fresh + read + written,
-        output_tokens=output,
-        total_tokens=fresh + read + written + output,
-        cache_read_tokens=read,
-        cache_write_tokens=written,
-    )
 
 
 class _StreamAssembly:
