@@ -60,7 +60,7 @@ def agent_name(steps: int, waiting: bool = False) -> str:
 @functools.cache
 def agent(steps: int, waiting: bool = False) -> Agent[Any]:
     """k lookups then a text; `waiting`: then a `deploy` call, which waits for approval. One
-    object per name: a process's plugins share one registry, which refuses a second."""
+    object per name: the plugins of one worker share its registry, which refuses a second."""
     script = [
         ModelResponse(parts=[ToolCallPart(id=f"c{i}", name="lookup", arguments={"key": i})])
         for i in range(steps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from durable_agent import AgentBuilder
 from durable_agent.models.anthropic import AnthropicModel
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from tests.temporal_support import fast_activity
 
 __all__ = ["AGENTS"]
@@ -17,12 +17,11 @@ stream_agent = (
     .build()
 )
 
-AGENTS = [stream_agent]
-
-if "anthropic-stream-demo" not in registry:
-    registry.register(
+AGENTS = [
+    AgentRegistration(
         stream_agent,
         AgentActivityConfig(
             model_request=fast_activity(start_to_close=60, heartbeat=2, maximum_interval=1)
         ),
     )
+]

@@ -7,7 +7,7 @@ issues makes `test_replay.py` fail: that is the point.
 from __future__ import annotations
 
 from durable_agent import AgentBuilder, TestModel
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 

@@ -12,20 +12,26 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from durable_agent.temporal import (
     ActivityConfig,
+    AgentRegistry,
     AgentWorkflow,
     AgentWorkflowInput,
     AgentWorkflowResult,
     DurableAgentPlugin,
+    runtime_of,
 )
+
+registry = AgentRegistry()
+"""The agents of this test process: every `new_worker` hosts them (as `--agents` gives a
+worker process its agents). Tests register theirs under unique names."""
 
 
 def free_port() -> int:
@@ -39,11 +45,34 @@ async def connect(address: str) -> Client:
     return await Client.connect(address, plugins=[DurableAgentPlugin()])
 
 
+W = TypeVar("W", Worker, Replayer)
+
+
+def hosting_registry(worker: W) -> W:
+    """`worker`, hosting the live `registry` (agents registered later included, as tests
+    do) besides what its plugins listed."""
+    runtime = runtime_of(worker)
+    for registration in runtime.agents:
+        if registration.agent.name not in registry:
+            registry.register(registration.agent, registration.activities)
+    runtime.hosting.agents = registry
+    return worker
+
+
+def new_replayer(**plugin_options: Any) -> Replayer:
+    """A replayer hosting the live `registry`, its plugin made with `plugin_options`."""
+    replaying = Replayer(workflows=[], plugins=[DurableAgentPlugin(**plugin_options)])
+    hosting_registry(replaying)
+    return replaying
+
+
 @contextlib.asynccontextmanager
 async def new_worker(
-    client: Client, task_queue: str | None = None, **options: object
+    client: Client, task_queue: str | None = None, **options: Any
 ) -> AsyncIterator[Worker]:
-    async with Worker(client, task_queue=task_queue or f"tq-{uuid.uuid4()}", **options) as worker:  # type: ignore[arg-type]
+    """A worker on a fresh task queue (unless given one) hosting `registry`'s agents."""
+    worker = Worker(client, task_queue=task_queue or f"tq-{uuid.uuid4()}", **options)
+    async with hosting_registry(worker):
         yield worker
 
 
@@ -115,7 +144,6 @@ def fast_activity(
 def text_agent(text: str, prefix: str = "text") -> str:
     """Registers an agent that answers `text`; returns its (unique) name."""
     from durable_agent import AgentBuilder, TestModel
-    from durable_agent.temporal import registry
 
     name = unique(prefix)
     registry.register(AgentBuilder(TestModel.with_text(text)).name(name).build())
@@ -126,7 +154,6 @@ def deploy_agent(log: Any, prefix: str = "deploy") -> str:
     """Registers an agent whose `deploy` tool needs approval and records its calls in `log`
     (a `helpers.CallLog`); returns its (unique) name."""
     from durable_agent import AgentBuilder, TestModel
-    from durable_agent.temporal import registry
 
     from .helpers import call, text_response, tool_response
 

@@ -11,8 +11,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.search_attributes import ensure_search_attributes
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker

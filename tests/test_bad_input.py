@@ -35,8 +35,8 @@ from durable_agent.temporal import (
     ResumeSignal,
 )
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.wire import MAX_PROMPT_CHARS, AgentStatusView
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import event_types, new_worker

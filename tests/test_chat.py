@@ -17,7 +17,7 @@ from durable_agent import AgentBuilder, FunctionModel, ModelMessage, ModelReques
 from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentClient
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .temporal_support import new_worker, unique
 from .test_sessions import Echo, echo_agent, until_status

@@ -27,7 +27,7 @@ from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInpu
 from durable_agent.temporal.client import list_query
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.markdown import literal
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .cli_support import Cli, cli_runner
 from .helpers import CallLog, call, text_response, tool_response

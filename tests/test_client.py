@@ -32,7 +32,7 @@ from durable_agent.temporal.client import (
     RunNotFound,
 )
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import deploy_agent as shared_deploy_agent

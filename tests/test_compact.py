@@ -28,9 +28,8 @@ from durable_agent import (
     UserPromptPart,
 )
 from durable_agent.nodes import ToolApprovalNeeded, ToolRetry, ToolReturned
-from durable_agent.temporal import AgentWorkflow
-from durable_agent.temporal.activities import model_request
-from durable_agent.temporal.compaction.caches import history_cache, tool_returns
+from durable_agent.temporal import AgentWorkflow, WorkerRuntime, runtime_of
+from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.compaction.digest import EMPTY_DIGEST, HistoryDigest, extend_digest
 from durable_agent.temporal.compaction.format import (
     pack_messages,
@@ -40,8 +39,8 @@ from durable_agent.temporal.compaction.format import (
     unpack_response,
     unpack_tool_outcome,
 )
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.wire import HistoryRef, ModelRequestActivityInput
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, start_agent, unique
@@ -208,13 +207,20 @@ def payloads(history: Any, kind: int, activity: str | None = None) -> list[str]:
     return out
 
 
-async def run_lookups(client: Client, steps: int) -> tuple[Any, Any]:
+async def run_lookups(
+    client: Client, steps: int, *, tool_returns_kept: int | None = None
+) -> tuple[Any, Any, PayloadCaches]:
+    """A run on a worker of its own; its result and messages, its history, the worker's
+    caches. `tool_returns_kept=0` is a worker that holds no tool result."""
     name = lookup_agent(steps)
     async with new_worker(client) as worker:
+        runtime = runtime_of(worker)
+        if tool_returns_kept is not None:
+            runtime.caches.tool_returns.max_returns = tool_returns_kept
         handle = await start_agent(client, worker, name, "go")
         result = await handle.result()
         messages = await handle.query(AgentWorkflow.message_history_page, _page())
-    return (result, messages), await handle.fetch_history()
+    return (result, messages), await handle.fetch_history(), runtime.caches
 
 
 def _page() -> Any:
@@ -224,10 +230,9 @@ def _page() -> Any:
 
 
 async def test_the_tool_result_travels_once_and_the_conversation_is_whole(client: Client) -> None:
-    reads = history_cache.tail_reads
-    (result, messages), history = await run_lookups(client, 3)
+    (result, messages), history, caches = await run_lookups(client, 3)
     assert result.output == "done"
-    assert history_cache.tail_reads == reads, "one worker: every request rebuilt from its cache"
+    assert caches.histories.tail_reads == 0, "one worker: every request rebuilt from its cache"
     sched = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     done = EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
     assert sum(RESULT in p for p in payloads(history, done, "tool_call")) == 3
@@ -244,20 +249,15 @@ async def test_the_tool_result_travels_once_and_the_conversation_is_whole(client
     assert all(m.run_id == result.run_id and m.timestamp for m in messages)
     # An ended run leaves nothing in the worker's caches for the garbage collector to walk.
     workflow_id = history.workflow_id
-    assert not history_cache.holds(workflow_id), "its conversation is forgotten"
-    assert not tool_returns.holds(workflow_id), "each result was taken by the next request"
+    assert not caches.histories.holds(workflow_id), "its conversation is forgotten"
+    assert not caches.tool_returns.holds(workflow_id), "each result was taken by the next request"
 
 
 async def test_a_worker_without_the_tool_result_reads_the_messages_back(client: Client) -> None:
-    (expected, expected_messages), _ = await run_lookups(client, 3)
-    reads = history_cache.tail_reads
-    kept = tool_returns.max_returns
-    tool_returns.max_returns = 0  # as if every tool ran on another worker
-    try:
-        (result, messages), _ = await run_lookups(client, 3)
-    finally:
-        tool_returns.max_returns = kept
-    assert history_cache.tail_reads == reads + 3
+    (expected, expected_messages), _, _ = await run_lookups(client, 3)
+    # As if every tool ran on another worker:
+    (result, messages), _, caches = await run_lookups(client, 3, tool_returns_kept=0)
+    assert caches.histories.tail_reads == 3
     assert result.output == expected.output == "done"
 
     def content(ms: list[Any]) -> list[Any]:
@@ -269,7 +269,8 @@ async def test_a_worker_without_the_tool_result_reads_the_messages_back(client: 
 
 async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> None:
     name = lookup_agent(1)
-    history_cache.clear()
+    runtime = WorkerRuntime()
+    runtime.hosting.agents = registry
     first = ModelRequest(
         parts=[UserPromptPart(content=[TextContent(text="go")])], timestamp="t0", **STAMP
     )
@@ -285,10 +286,10 @@ async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> Non
             "history": {"length": 0, "digest": EMPTY_DIGEST},
         }
     )
-    packed = await ActivityEnvironment().run(model_request, whole)
+    packed = await ActivityEnvironment().run(runtime.activities.model_request, whole)
     response = unpack_response(ModelResponse.model_validate(packed), timestamp="t0", **STAMP)
     assert [p.name for p in response.tool_calls] == ["lookup"]
-    assert history_cache.lookup(
+    assert runtime.caches.histories.lookup(
         "test", HistoryRef(length=2, digest=extend_digest(EMPTY_DIGEST, [first, response]))
     ) == [first, response]
 

@@ -33,8 +33,8 @@ from durable_agent.pricing import dollars, price
 from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.wire import ApprovalSignal
+from tests.temporal_support import registry
 
 from .cli_support import cli_runner
 from .helpers import call

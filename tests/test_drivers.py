@@ -34,8 +34,8 @@ from durable_agent.temporal import (
     AgentWorkflow,
     ApprovalSignal,
     DeferredResultSignal,
-    registry,
 )
+from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, normalized, text_response, tool_response
 from .temporal_support import fast_activity, new_worker, start_agent, unique

@@ -47,7 +47,8 @@ from durable_agent.temporal.encryption import (
     generate_key,
     parse_keys,
 )
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import fast_activity, free_port, new_worker, wait_for_status

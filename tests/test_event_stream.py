@@ -32,9 +32,10 @@ from durable_agent import (
 )
 from durable_agent.cli.live import RunView
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentActivityConfig, AgentClient, registry
+from durable_agent.temporal import AgentActivityConfig, AgentClient
 from durable_agent.temporal.client import NotAnAgentRun, RunNotFound
 from durable_agent.temporal.streams import StreamPastEnd
+from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor
 from .temporal_support import fast_activity, new_worker, unique, wait_for_status

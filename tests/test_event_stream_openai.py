@@ -19,8 +19,9 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, AgentStreamRecord
 from durable_agent.cli.live import RunView
 from durable_agent.models.openai import OpenAIChatModel
-from durable_agent.temporal import AgentActivityConfig, AgentClient, registry
+from durable_agent.temporal import AgentActivityConfig, AgentClient
 from tests.support.openai_server import FakeOpenAIServer, TextReply
+from tests.temporal_support import registry
 
 from .temporal_support import fast_activity, new_worker, unique
 

@@ -34,9 +34,9 @@ from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentActivityConfig, AgentClient
 from durable_agent.temporal.client import AgentRunError, RunFailed
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.search_attributes import FORKED_FROM
 from durable_agent.temporal.wire import ResumeFrom
+from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .temporal_support import activity_summaries, fast_activity, new_worker, unique

@@ -41,9 +41,9 @@ from durable_agent.temporal import (
     AgentClient,
     AgentWorkflow,
     ApprovalSignal,
-    registry,
 )
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import (

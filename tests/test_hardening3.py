@@ -26,8 +26,8 @@ from durable_agent.hitl import read_deferred_response
 from durable_agent.temporal import AgentClient, DurableAgentPlugin
 from durable_agent.temporal.client import Rejected
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.storage import external_storage_from_env
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, unique

@@ -42,9 +42,9 @@ from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.signing import ApprovalKeys
 from durable_agent.temporal.wire import ApprovalSignal
+from tests.temporal_support import registry
 
 from .temporal_support import new_worker, start_agent, wait_for_status
 

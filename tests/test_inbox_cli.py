@@ -28,8 +28,8 @@ from durable_agent.inbox.server import InboxServer
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.signing import ENV_VAR, ApprovalKeys
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import free_port, new_worker, start_agent, wait_for_status

@@ -42,11 +42,10 @@ from durable_agent.temporal import (
     AgentWorkflow,
     ApprovalSignal,
     DurableAgentPlugin,
-    registry,
 )
-from durable_agent.temporal.compaction.caches import history_cache
 from durable_agent.temporal.devserver import DevServer, temporal_cli
 from durable_agent.temporal.storage import external_storage_from_env
+from tests.temporal_support import registry
 
 from .temporal_support import fast_activity, free_port, new_worker, start_agent, unique
 from .temporal_support import wait_for_status as wait_status
@@ -225,8 +224,8 @@ async def test_a_run_finishes_after_its_earlier_runs_are_deleted(
             assert view.continued_as_new >= 2
         deleted = await delete_earlier_runs(dev_server.address, client, handle.id)
         assert deleted >= 2
-        history_cache.clear()
         # The handle from the start follows the chain from its first run, which is gone.
+        # A new worker: its history cache is empty, so the run's history is read back.
         handle = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
         async with new_worker(client, task_queue):
             await handle.execute_update(

@@ -25,11 +25,12 @@ from durable_agent import (
     UsageLimits,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentWorkflow, ApprovalSignal, DurableAgentPlugin
-from durable_agent.temporal.compaction.caches import history_cache
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal, DurableAgentPlugin, runtime_of
+from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig
 from durable_agent.temporal.storage import external_storage_from_env
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import (
@@ -74,11 +75,18 @@ def stepping_model(steps: int, *, then_deploy: bool = False) -> FunctionModel:
 
 
 def long_agent(
-    name: str, steps: int, *, then_deploy: bool = False, clear_cache_at: int = -1
+    name: str,
+    steps: int,
+    *,
+    then_deploy: bool = False,
+    clear_cache_at: int = -1,
+    caches: list[PayloadCaches] | None = None,
 ) -> Any:
+    """`caches` gets the worker's caches once it runs; step `clear_cache_at` clears them."""
+
     async def step(n: int) -> str:
-        if n == clear_cache_at:
-            history_cache._entries.clear()  # forces the next model request to read history back
+        if n == clear_cache_at and caches:
+            caches[0].histories.clear()  # forces the next model request to read history back
         return f"step {n} ok"
 
     async def deploy(env: str) -> str:
@@ -115,13 +123,15 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
     small_history_server: DevServer,
 ) -> None:
     name = unique("can")
+    caches: list[PayloadCaches] = []
     registry.register(
-        long_agent(name, 12, then_deploy=True, clear_cache_at=9),
+        long_agent(name, 12, then_deploy=True, clear_cache_at=9, caches=caches),
         AgentActivityConfig(model_request=FAST, tool_call=FAST),
     )
     client = await connect(small_history_server.address)
-    misses = history_cache.misses
     async with new_worker(client) as worker:
+        runtime = runtime_of(worker)
+        caches.append(runtime.caches)
         handle = await start_agent(client, worker, name, "work")
         first_run = (await handle.describe()).run_id
         view = await wait_for_status(handle, "waiting", timeout=60)
@@ -149,7 +159,7 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
     assert result.usage.tool_calls == 13
     assert current_run != first_run
     # Clearing the cache at step 9 made one request read the history back across runs.
-    assert history_cache.misses == misses + 1
+    assert caches[0].histories.misses == 1
 
 
 async def test_continue_as_new_after_configured_steps(client: Client) -> None:

@@ -25,10 +25,10 @@ from durable_agent.temporal import (
     AgentWorkflow,
     ApprovalSignal,
     DurableAgentPlugin,
-    registry,
+    runtime_of,
 )
-from durable_agent.temporal.compaction.caches import tool_definitions
 from durable_agent.temporal.toolsets import ToolsetStartupError
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import ROOT, DemoServer, http, http_server, wait_until_gone
@@ -80,8 +80,8 @@ async def test_mcp_tools_run_as_activities_once_each_and_the_listing_is_kept(
         ).toolset(server),
         "mcp-flow",
     )
-    misses = tool_definitions.misses
     async with new_worker(client) as worker:
+        runtime = runtime_of(worker)
         handle = await start_agent(client, worker, name, "do it")
         first = await handle.result()
         second = await (await start_agent(client, worker, name, "again")).result()
@@ -108,7 +108,7 @@ async def test_mcp_tools_run_as_activities_once_each_and_the_listing_is_kept(
     assert "list_tools · mcp demo" in order[grown:late]
     # Model requests name the tool definitions by digest: the worker read them from the
     # workflow (toolset_tools query) once per distinct listing, not once per request.
-    assert 1 <= tool_definitions.misses - misses <= 2
+    assert 1 <= runtime.caches.tool_definitions.misses <= 2
 
     # Bad arguments never reached the server; every good call ran exactly once per run.
     assert [c["arguments"] for c in demo.calls("add")] == [{"a": 2, "b": 3}] * 2

@@ -31,7 +31,7 @@ from durable_agent import Agent, AgentBuilder
 from durable_agent.logs import configure_logging
 from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig
 from tests.support.openai_server import (
     ErrorReply,
     FakeOpenAIServer,
@@ -39,6 +39,7 @@ from tests.support.openai_server import (
     TextReply,
     ToolCallsReply,
 )
+from tests.temporal_support import registry
 
 from .temporal_support import fast_activity, new_worker
 

@@ -53,12 +53,12 @@ from durable_agent.temporal import (
     AgentWorkflow,
     AgentWorkflowInput,
     DurableAgentPlugin,
-    registry,
+    runtime_of,
 )
-from durable_agent.temporal.activities import ALL_ACTIVITIES
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import EncryptionCodec
 from durable_agent.temporal.plugin import PASSTHROUGH_MODULES, PluginConfigurationError
+from durable_agent.temporal.runtime import RuntimeInterceptor
 from durable_agent.temporal.sandbox import (
     ContextCachingInstance,
     ContextCachingSandboxedWorkflowRunner,
@@ -239,50 +239,76 @@ async def test_workflow_and_activities_added_once() -> None:
     config = WorkerConfig(client=client, task_queue="q", workflows=[], activities=[shout])
     for _ in range(2):
         config = plugin.configure_worker(config)
+    runtime = runtime_of(config)
     assert list(config["workflows"]) == [AgentWorkflow]
-    assert list(config["activities"]) == [shout, *ALL_ACTIVITIES]
+    assert list(config["activities"]) == [shout, *runtime.activities.all()]
+    assert sum(isinstance(i, RuntimeInterceptor) for i in config["interceptors"]) == 1
 
 
 async def test_agents_register_with_a_worker_not_at_client_connect() -> None:
     agent = agent_named(unique("plugin-agent"))
     plugin = DurableAgentPlugin(agents=[agent])
     client = await lazy_client(plugins=[plugin])
-    assert agent.name not in registry
-    plugin.configure_worker(WorkerConfig(client=client, task_queue="q"))
-    assert registry.get(agent.name).agent is agent
+    with pytest.raises(LookupError, match="DurableAgentPlugin"):
+        runtime_of(client.config())
+    config = plugin.configure_worker(WorkerConfig(client=client, task_queue="q"))
+    runtime = runtime_of(config)
+    assert runtime.agents.get(agent.name).agent is agent
+
+
+def test_each_worker_has_a_runtime_of_its_own() -> None:
+    """One plugin, two workers: two runtimes, each with its own caches, pools and agents."""
+    agent = agent_named(unique("shared"))
+    plugin = DurableAgentPlugin(agents=[agent])
+    one = runtime_of(replayer_config(plugins=[plugin]))
+    two = runtime_of(replayer_config(plugins=[plugin]))
+    assert one is not two
+    assert one.caches is not two.caches
+    assert one.toolsets is not two.toolsets
+    assert one.tool_threads is not two.tool_threads
+    assert one.agents is not two.agents
+    assert one.agents.get(agent.name).agent is two.agents.get(agent.name).agent is agent
 
 
 def test_replayer_registers_agents_with_their_activity_options() -> None:
     agent = agent_named(unique("replay-agent"))
     options = AgentActivityConfig(max_concurrent_tool_activities=3)
-    replayer_config(plugins=[DurableAgentPlugin(agents=[AgentRegistration(agent, options)])])
-    assert registry.get(agent.name).activities is options
+    config = replayer_config(
+        plugins=[DurableAgentPlugin(agents=[AgentRegistration(agent, options)])]
+    )
+    runtime = runtime_of(config)
+    assert runtime.agents.get(agent.name).activities is options
 
 
 def test_same_agent_object_again_is_fine() -> None:
     agent = agent_named(unique("twice"))
-    replayer_config(plugins=[DurableAgentPlugin(agents=[agent])])
-    replayer_config(plugins=[DurableAgentPlugin(agents=[agent, agent])])
-    assert registry.get(agent.name).agent is agent
+    plugins = [DurableAgentPlugin(agents=[agent]), DurableAgentPlugin(agents=[agent, agent])]
+    runtime = runtime_of(replayer_config(plugins=plugins))
+    assert runtime.agents.get(agent.name).agent is agent
 
 
-def test_duplicate_agent_name_refused() -> None:
+def test_duplicate_agent_name_refused_on_one_worker() -> None:
     name = unique("taken")
     first, second = agent_named(name, "first"), agent_named(name, "second")
-    replayer_config(plugins=[DurableAgentPlugin(agents=[first])])
     with pytest.raises(PluginConfigurationError, match=name):
-        replayer_config(plugins=[DurableAgentPlugin(agents=[second])])
-    assert registry.get(name).agent is first
+        replayer_config(
+            plugins=[DurableAgentPlugin(agents=[first]), DurableAgentPlugin(agents=[second])]
+        )
     with pytest.raises(PluginConfigurationError, match=name):
         DurableAgentPlugin(agents=[first, second])
+    # Two workers may host different agents under one name: each finds its own.
+    for agent in (first, second):
+        runtime = runtime_of(replayer_config(plugins=[DurableAgentPlugin(agents=[agent])]))
+        assert runtime.agents.get(name).agent is agent
 
 
 def test_same_agent_with_other_activity_options_refused() -> None:
     agent = agent_named(unique("options"))
-    replayer_config(plugins=[DurableAgentPlugin(agents=[agent])])
     other = AgentRegistration(agent, AgentActivityConfig(max_concurrent_tool_activities=2))
-    with pytest.raises(PluginConfigurationError, match="activity options"):
-        replayer_config(plugins=[DurableAgentPlugin(agents=[other])])
+    with pytest.raises(PluginConfigurationError, match="AgentActivityConfigs"):
+        replayer_config(
+            plugins=[DurableAgentPlugin(agents=[agent]), DurableAgentPlugin(agents=[other])]
+        )
 
 
 def test_not_an_agent_refused() -> None:
@@ -388,7 +414,8 @@ async def test_user_worker_hosts_an_agent_as_a_child_workflow(dev_server: DevSer
     async with new_worker(
         client, workflows=[TicketWorkflow], activities=[shout], interceptors=[interceptor]
     ) as worker:
-        assert name in registry
+        runtime = runtime_of(worker)
+        assert name in runtime.agents
         outcome = await client.execute_workflow(
             TicketWorkflow.run,
             Ticket(agent=name, prompt="Where is order A-17?"),

@@ -20,17 +20,16 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.worker import Replayer
 
 from durable_agent import AgentBuilder, InvalidInput
 from durable_agent.models import FallbackModel
 from durable_agent.models.anthropic import AnthropicModel
 from durable_agent.models.openai import OpenAIResponsesModel
 from durable_agent.overrides import AgentOverrides
-from durable_agent.temporal import AgentClient, AgentWorkflow, DurableAgentPlugin
+from durable_agent.temporal import AgentClient, AgentWorkflow
 from durable_agent.temporal.client import agent_client
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig
 from durable_agent.temporal.runner import FALLBACK_PATCH
 from tests.cli_support import cli_runner
 from tests.support.anthropic_server import (
@@ -47,8 +46,16 @@ from tests.support.responses_server import (
     Reasoning,
     ResponseReply,
 )
+from tests.temporal_support import registry
 
-from .temporal_support import activity_summaries, fast_activity, new_worker, start_agent, unique
+from .temporal_support import (
+    activity_summaries,
+    fast_activity,
+    new_replayer,
+    new_worker,
+    start_agent,
+    unique,
+)
 
 ANTHROPIC_KEY = f"sk-ant-wf-{uuid.uuid4().hex}"
 OPENAI_KEY = f"sk-wf-{uuid.uuid4().hex}"
@@ -195,7 +202,7 @@ async def test_a_fallback_model_moves_on_after_the_first_models_retries(
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
     ]
     assert any(FALLBACK_PATCH.encode() in marker for marker in markers)
-    replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()])
+    replayer = new_replayer()
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
 

@@ -165,9 +165,8 @@ async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
     """One request per 10 s: after a first run, a priority-5 and a priority-1 run wait (the
     `status` query's `quota_wait` says for which key); the priority-1 run goes first."""
     from durable_agent import AgentBuilder
-    from durable_agent.temporal import AgentWorkflow
-    from durable_agent.temporal.quota import QuotaKeeper, ensure_quota_keeper
-    from durable_agent.temporal.registry import registry
+    from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
+    from tests.temporal_support import registry
 
     from .temporal_support import new_worker
 
@@ -177,31 +176,23 @@ async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
         name = unique("quoted-here")
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
         registry.register(AgentBuilder(model).name(name).build())
-        registry.quotas[task_queue] = {"openai:gpt-4o-mini": ModelQuota(requests_per_minute=6)}
-        try:
-            async with new_worker(
-                client,
-                task_queue,
-                workflows=[QuotaKeeper],
-                activities=[ensure_quota_keeper],
-            ):
-                agents = AgentClient(client, task_queue=task_queue)
-                first = await agents.start(name, "first")
-                await asyncio.wait_for(first.result(), 30)
-                low = await agents.start(name, "low", priority=5)
-                high = await agents.start(name, "high", priority=1)
-                for run in (low, high):
-                    for _ in range(100):
-                        view = await run.handle.query(AgentWorkflow.status)
-                        if view.quota_wait is not None:
-                            break
-                        await asyncio.sleep(0.1)
-                    assert view.quota_wait is not None
-                    assert view.quota_wait.key == "openai:gpt-4o-mini"
-                done = asyncio.as_completed([low.result(), high.result()], timeout=60)
-                order = [(await next_done).run_id for next_done in done]
-        finally:
-            registry.quotas.pop(task_queue, None)
+        quotas = {"openai:gpt-4o-mini": ModelQuota(requests_per_minute=6)}
+        async with new_worker(client, task_queue, plugins=[DurableAgentPlugin(quotas=quotas)]):
+            agents = AgentClient(client, task_queue=task_queue)
+            first = await agents.start(name, "first")
+            await asyncio.wait_for(first.result(), 30)
+            low = await agents.start(name, "low", priority=5)
+            high = await agents.start(name, "high", priority=1)
+            for run in (low, high):
+                for _ in range(100):
+                    view = await run.handle.query(AgentWorkflow.status)
+                    if view.quota_wait is not None:
+                        break
+                    await asyncio.sleep(0.1)
+                assert view.quota_wait is not None
+                assert view.quota_wait.key == "openai:gpt-4o-mini"
+            done = asyncio.as_completed([low.result(), high.result()], timeout=60)
+            order = [(await next_done).run_id for next_done in done]
     high_result = await high.result()
     assert order[0] == high_result.run_id
     assert [r.body["messages"][-1]["content"] for r in server.requests] == [
@@ -277,9 +268,8 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
     """A run's request meets a 429 with Retry-After 3: the keeper pauses the key, so a second
     run that asks meanwhile waits out the pause instead of meeting a 429 of its own."""
     from durable_agent import AgentBuilder
-    from durable_agent.temporal import AgentWorkflow
-    from durable_agent.temporal.quota import QuotaKeeper, ensure_quota_keeper
-    from durable_agent.temporal.registry import registry
+    from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
+    from tests.temporal_support import registry
 
     from .temporal_support import new_worker
 
@@ -290,33 +280,28 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
         name = unique("quoted-429")
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
         registry.register(AgentBuilder(model).name(name).build())
-        registry.quotas[task_queue] = {key: ModelQuota(requests_per_minute=600)}
-        try:
-            async with new_worker(
-                client, task_queue, workflows=[QuotaKeeper], activities=[ensure_quota_keeper]
-            ):
-                agents = AgentClient(client, task_queue=task_queue)
-                first = await agents.start(name, "first")
-                keeper = client.get_workflow_handle(keeper_id(task_queue, key))
-                for _ in range(100):
-                    state = await _keeper_state(keeper)
-                    if state is not None and state.paused_until is not None:
-                        break
-                    await asyncio.sleep(0.1)
-                assert state is not None
-                assert state.paused_until is not None
-                second = await agents.start(name, "second")
-                view = None
-                for _ in range(50):
-                    view = await second.handle.query(AgentWorkflow.status)
-                    if view.quota_wait is not None:
-                        break
-                    await asyncio.sleep(0.1)
-                assert view is not None
-                assert view.quota_wait is not None  # waiting out the pause, not refused
-                await asyncio.wait_for(asyncio.gather(first.result(), second.result()), 60)
-        finally:
-            registry.quotas.pop(task_queue, None)
+        quotas = {key: ModelQuota(requests_per_minute=600)}
+        async with new_worker(client, task_queue, plugins=[DurableAgentPlugin(quotas=quotas)]):
+            agents = AgentClient(client, task_queue=task_queue)
+            first = await agents.start(name, "first")
+            keeper = client.get_workflow_handle(keeper_id(task_queue, key))
+            for _ in range(100):
+                state = await _keeper_state(keeper)
+                if state is not None and state.paused_until is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert state is not None
+            assert state.paused_until is not None
+            second = await agents.start(name, "second")
+            view = None
+            for _ in range(50):
+                view = await second.handle.query(AgentWorkflow.status)
+                if view.quota_wait is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert view is not None
+            assert view.quota_wait is not None  # waiting out the pause, not refused
+            await asyncio.wait_for(asyncio.gather(first.result(), second.result()), 60)
     statuses = [r.status for r in server.requests]
     assert statuses.count(429) == 1
     assert len(server.requests) == 3

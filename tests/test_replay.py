@@ -15,12 +15,9 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
-
-from durable_agent.temporal import DurableAgentPlugin
 
 from .replay_agents import register_replay_agents
-from .temporal_support import event_types
+from .temporal_support import event_types, new_replayer, registry
 from .upgrade_agents import register_upgrade_agents
 
 HISTORY_DIR = Path(__file__).resolve().parent / "histories"
@@ -34,7 +31,7 @@ RELEASE_RUNS = {
     "suspended_at_boundary",
     "mid_tool_call",
 }
-RELEASES = {"v0.1.0": RELEASE_RUNS, "v0.2.0": RELEASE_RUNS}
+RELEASES = {"v0.1.0": RELEASE_RUNS, "v0.2.0": RELEASE_RUNS, "v0.3.0": RELEASE_RUNS}
 
 
 def history_id(path: Path) -> str:
@@ -78,9 +75,9 @@ def test_release_histories_include_unfinished_runs(release: str) -> None:
 @pytest.mark.parametrize("path", HISTORIES, ids=[history_id(p) for p in HISTORIES])
 async def test_history_replays(path: Path) -> None:
     register_replay_agents()
-    register_upgrade_agents(replace=True)
+    register_upgrade_agents(registry, replace=True)
     history = WorkflowHistory.from_json(history_id(path), json.loads(path.read_text()))
-    replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()])
+    replayer = new_replayer()
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
@@ -88,7 +85,6 @@ async def test_history_replays(path: Path) -> None:
 async def test_a_changed_agent_fails_replay() -> None:
     """The check is real: the same agent, now asking approval for its tool, diverges."""
     from durable_agent import AgentBuilder, TestModel
-    from durable_agent.temporal.registry import registry
 
     from .helpers import call, text_response, tool_response
     from .replay_agents import get_weather
@@ -113,7 +109,7 @@ async def test_a_changed_agent_fails_replay() -> None:
     try:
         path = HISTORY_DIR / "tool_run.json"
         history = WorkflowHistory.from_json("tool_run", json.loads(path.read_text()))
-        replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()])
+        replayer = new_replayer()
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     finally:
         register_replay_agents()

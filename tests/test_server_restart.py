@@ -9,7 +9,7 @@ from pathlib import Path
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, free_port, new_worker, wait_for_status

@@ -24,8 +24,8 @@ from durable_agent import (
 )
 from durable_agent.temporal import AgentActivityConfig, AgentClient
 from durable_agent.temporal.client import Rejected, RunFailed
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.search_attributes import AGENT_STATUS
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import fast_activity, new_worker, unique

@@ -47,9 +47,9 @@ from durable_agent import (
 )
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.search_attributes import PENDING_APPROVALS
 from durable_agent.temporal.wire import AgentStatusView, DeferredResultSignal, SuspendSignal
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, event_types, new_worker

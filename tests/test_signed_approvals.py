@@ -18,14 +18,13 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from durable_agent import AgentBuilder, TestModel, UserError
 from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
 from durable_agent.temporal.client import AgentClient, AgentRunError, Rejected
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.signing import (
     ENV_VAR,
     ApprovalClaim,
@@ -34,10 +33,11 @@ from durable_agent.temporal.signing import (
     sign_signal,
 )
 from durable_agent.temporal.wire import ApprovalSignal
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import DemoServer
-from .temporal_support import event_types, new_worker, start_agent, wait_for_status
+from .temporal_support import event_types, new_replayer, new_worker, start_agent, wait_for_status
 
 NEW = generate_key("k-new")
 OLD = generate_key("k-old")
@@ -104,7 +104,7 @@ async def markers(handle: WorkflowHandle[Any, Any]) -> int:
 
 async def replays_without_keys(handle: WorkflowHandle[Any, Any]) -> None:
     """The history replays on a worker that has no approval keys at all."""
-    replayer = Replayer(workflows=[], plugins=[DurableAgentPlugin()])
+    replayer = new_replayer()
     await replayer.replay_workflow(await handle.fetch_history())
 
 
@@ -273,7 +273,7 @@ async def test_without_keys_the_claimed_approver_is_checked(client: Client) -> N
         assert (await handle.result()).output == "done"
     assert agent.deployed == [{"env": "prod", "replicas": 1}]
     await replays_without_keys(handle)
-    keyed = Replayer(workflows=[], plugins=[DurableAgentPlugin(approval_keys=ROTATED)])
+    keyed = new_replayer(approval_keys=ROTATED)
     await keyed.replay_workflow(await handle.fetch_history())
 
 

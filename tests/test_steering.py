@@ -31,7 +31,7 @@ from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentClient, AgentWorkflow
 from durable_agent.temporal.client import Rejected, RunClosed
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .temporal_support import new_worker, unique, wait_for_status

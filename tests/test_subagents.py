@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.worker import Replayer
 
 from durable_agent import AgentBuilder, TestModel, ToolApprovalDecision, ToolCallPart, UserError
 from durable_agent.subagents import MAX_SUBAGENT_DEPTH
@@ -27,9 +28,10 @@ from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.plugin import DurableAgentPlugin, PluginConfigurationError
-from durable_agent.temporal.registry import AgentRegistry, registry
+from durable_agent.temporal.registry import AgentRegistry
 from durable_agent.temporal.search_attributes import PENDING_APPROVALS
 from durable_agent.temporal.worker import WorkerStartError, register_module
+from tests.temporal_support import registry
 
 from . import subagent_agents as agents
 from .cli_support import Cli, cli_runner
@@ -139,10 +141,8 @@ async def test_registering_a_parent_registers_its_sub_agents() -> None:
             register_module(AgentRegistry(), module.__name__)
     finally:
         del sys.modules[module.__name__]
-    _register()
     with pytest.raises(PluginConfigurationError, match="'researcher'"):
-        DurableAgentPlugin(agents=[clash]).register_agents()
-    assert registry.get("researcher").agent is agents.researcher
+        Replayer(workflows=[], plugins=[DurableAgentPlugin(agents=[agents.lead, clash])])
 
 
 # -- on Temporal -------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from temporalio.exceptions import ApplicationError
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.devserver import DevServer, temporal_cli
-from durable_agent.temporal.registry import registry
 from durable_agent.temporal.search_attributes import AGENT_STATUS
+from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status

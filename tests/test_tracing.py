@@ -20,7 +20,6 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from temporalio.client import Client
-from temporalio.worker import Replayer
 
 from durable_agent import (
     AgentBuilder,
@@ -31,12 +30,14 @@ from durable_agent import (
 from durable_agent.logs import configure_logging
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig
 from durable_agent.temporal.wire import ApprovalSignal
+from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .otlp_receiver import OtlpReceiver, ReceivedSpan
 from .temporal_support import (
+    new_replayer,
     new_worker,
     start_agent,
     start_worker_process,
@@ -301,7 +302,7 @@ async def test_a_run_on_temporal_is_one_trace_across_continue_as_new_and_a_human
 
     # A replay (of the last run of the chain, on a worker with tracing on) adds no span.
     before = len(receiver.spans)
-    replayer = Replayer(workflows=[AgentWorkflow], plugins=[DurableAgentPlugin(tracing=provider)])
+    replayer = new_replayer(tracing=provider)
     await replayer.replay_workflow(history)
     provider.force_flush()
     await asyncio.sleep(0.3)

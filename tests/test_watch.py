@@ -27,8 +27,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentBuilder, ModelResponse, TestModel, TextPart, ToolCallPart
-from durable_agent.temporal import AgentActivityConfig, AgentClient, registry
+from durable_agent.temporal import AgentActivityConfig, AgentClient
 from durable_agent.temporal.devserver import DevServer, temporal_cli
+from tests.temporal_support import registry
 
 from .cli_support import Cli, cli_runner
 from .temporal_support import fast_activity, new_worker, unique

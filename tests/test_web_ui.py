@@ -17,7 +17,7 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status

@@ -15,7 +15,7 @@ from durable_agent.temporal import (
     ApprovalSignal,
     ResumeSignal,
 )
-from durable_agent.temporal.registry import registry
+from tests.temporal_support import registry
 
 from .helpers import CallLog, RecordingExecutor, call, normalized, text_response, tool_response
 from .temporal_support import activity_summaries, new_worker, start_agent, unique, wait_for_status

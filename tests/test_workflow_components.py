@@ -124,7 +124,7 @@ class Parts:
             self.port,
             status=lambda: self.visibility.status(),
             publish=lambda: self.visibility.publish(),
-            keys=lambda queue: None,
+            keys=None,
         )
         self.visibility = Visibility(
             self.live, self.executor, self.session, self.decisions, self.port
@@ -228,7 +228,7 @@ async def test_status_reads_failure_first_then_starting() -> None:
     live = LiveRun(input)
     executor = TemporalExecutor()
     session = Session(input, live, port)
-    decisions = HumanDecisions(live, port, status=lambda: "", publish=lambda: None, keys=dict.get)
+    decisions = HumanDecisions(live, port, status=lambda: "", publish=lambda: None, keys=None)
     visibility = Visibility(live, executor, session, decisions, port)
     assert visibility.status() == "starting"
     assert visibility.undecided() == []

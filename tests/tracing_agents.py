@@ -18,7 +18,7 @@ from durable_agent import (
     Usage,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from tests.temporal_support import fast_activity
 from tests.worker_agents import _append, _dir
 
@@ -64,10 +64,8 @@ tracing_agent = (
     .build()
 )
 
-AGENTS = [tracing_agent]
-
-if "trace-demo" not in registry:
-    registry.register(
+AGENTS = [
+    AgentRegistration(
         tracing_agent,
         AgentActivityConfig(
             tool_call=fast_activity(start_to_close=60, maximum_interval=2),
@@ -75,3 +73,4 @@ if "trace-demo" not in registry:
             continue_as_new_after_steps=1,
         ),
     )
+]

@@ -22,6 +22,7 @@ them across worker processes:
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,15 @@ if (Path(durable_agent.__file__).parent / "temporal").is_dir():  # since 4f4c538
 
     from temporalio.common import RetryPolicy
 
-    from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig, registry
+    from durable_agent.temporal.registry import ActivityConfig, AgentActivityConfig
+
+    # The module itself: releases up to v0.3.0 export a `registry` object from
+    # `durable_agent.temporal`, which `import ... as` would find in its place.
+    registry_module = importlib.import_module("durable_agent.temporal.registry")
+
+    # Up to v0.3.0 one registry per process, filled when this module is imported; since,
+    # each worker hosts what AGENTS lists.
+    registry = getattr(registry_module, "registry", None)
 
     def fast_activity(start_to_close: float) -> Any:
         """Heartbeat every 2 s, retry after 0.2 s (since 8c9c1f1: Temporal's own types)."""
@@ -234,7 +243,8 @@ blocker_agent = (
     .build()
 )
 
-AGENTS: list[Agent] = [weather_agent, deployer_agent, blocker_agent]
+UPGRADE_AGENTS: list[Agent] = [weather_agent, deployer_agent, blocker_agent]
+AGENTS: list[Any] = list(UPGRADE_AGENTS)
 
 # Short timeouts for the blocking tool: a call whose worker died is retried within seconds.
 ACTIVITIES = {
@@ -244,12 +254,22 @@ ACTIVITIES = {
 }
 
 
-def register_upgrade_agents(*, replace: bool = False) -> None:
-    """Registers the agents with their activity options (the worker's --agents loader skips
-    agents that are already registered, so this also sets the options on a worker)."""
-    for agent in AGENTS:
-        if replace or agent.name not in registry:
-            registry.register(agent, ACTIVITIES.get(agent.name), replace=replace)
+def register_upgrade_agents(target: Any = None, *, replace: bool = False) -> None:
+    """Registers the agents with their activity options in `target` (by default the
+    process-wide registry of a release that has one: its --agents loader skips agents that
+    are already registered, so this also sets the options on a worker)."""
+    into = registry if target is None else target
+    for agent in UPGRADE_AGENTS:
+        if replace or agent.name not in into:
+            into.register(agent, ACTIVITIES.get(agent.name), replace=replace)
 
 
-register_upgrade_agents()
+if registry is not None:
+    register_upgrade_agents()
+else:
+    AGENTS = [
+        registry_module.AgentRegistration(
+            agent, ACTIVITIES.get(agent.name) or AgentActivityConfig()
+        )
+        for agent in UPGRADE_AGENTS
+    ]

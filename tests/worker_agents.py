@@ -20,7 +20,7 @@ from durable_agent import (
     ToolContext,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from tests.temporal_support import fast_activity
 
 __all__ = ["AGENTS"]
@@ -63,13 +63,12 @@ crash_agent = (
     .build()
 )
 
-AGENTS = [crash_agent]
-
-if "crash-demo" not in registry:
-    registry.register(
+AGENTS = [
+    AgentRegistration(
         crash_agent,
         AgentActivityConfig(
             tool_call=fast_activity(start_to_close=60, maximum_interval=60),
             model_request=fast_activity(start_to_close=120, maximum_interval=60),
         ),
     )
+]

@@ -31,7 +31,7 @@ from durable_agent.logs import configure_logging
 from durable_agent.quotas import ModelQuota, parse_quota
 from durable_agent.temporal import DEFAULT_TASK_QUEUE
 from durable_agent.temporal import worker as library
-from durable_agent.temporal.registry import registry
+from durable_agent.temporal.registry import AgentRegistry
 from durable_agent.temporal.roles import ROLES
 from durable_agent.temporal.storage import STORAGE_ENV
 
@@ -184,9 +184,10 @@ def serve(ctx: click.Context, where: Where) -> int:
     try:
         options["deployment"] = _deployment(options)
         modules = [] if options["no_examples"] else list(application.agent_modules)
+        agents = AgentRegistry()
         for module in [*modules, *options["agents"]]:
-            library.register_module(registry, module)
-        return asyncio.run(_serve(options, where, application))
+            library.register_module(agents, module)
+        return asyncio.run(_serve(options, where, application, agents))
     except library.WorkerStartError as error:
         err(f"durable-agent worker: {error}")
         return EXIT_USAGE if error.usage else EXIT_REJECTED
@@ -197,7 +198,9 @@ def serve(ctx: click.Context, where: Where) -> int:
         return EXIT_INTERRUPTED
 
 
-async def _serve(options: dict[str, Any], where: Where, application: Application) -> int:
+async def _serve(
+    options: dict[str, Any], where: Where, application: Application, agents: AgentRegistry
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # SIGHUP: the terminal running `./scripts/dev` was closed; stop as for Ctrl-C.
@@ -211,7 +214,7 @@ async def _serve(options: dict[str, Any], where: Where, application: Application
             ui_port=options["ui_port"],
             inbox_port=options["inbox_port"],
             inbox=not options["no_inbox"],
-            demo=not options["no_demo"] and DEMO_AGENT in registry,
+            demo=not options["no_demo"] and DEMO_AGENT in agents,
             namespace=where.namespace,
         )
         stack.check_ports()
@@ -231,6 +234,7 @@ async def _serve(options: dict[str, Any], where: Where, application: Application
                 where.namespace,
                 where.task_queue,
                 stop=stop,
+                agents=agents,
                 ready=ready,
                 graceful_shutdown_seconds=options["graceful_shutdown_seconds"],
                 quotas=options["quotas"],

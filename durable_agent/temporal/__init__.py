@@ -6,13 +6,8 @@ from __future__ import annotations
 from .client import AgentClient, AgentRunHandle
 from .executor import TemporalExecutor
 from .plugin import DurableAgentPlugin
-from .registry import (
-    ActivityConfig,
-    AgentActivityConfig,
-    AgentRegistration,
-    AgentRegistry,
-    registry,
-)
+from .registry import ActivityConfig, AgentActivityConfig, AgentRegistration, AgentRegistry
+from .runtime import WorkerRuntime, runtime_of
 from .search_attributes import (
     AGENT_NAME,
     AGENT_STATUS,
@@ -72,7 +67,8 @@ __all__ = [
     "SuspendSignal",
     "TemporalExecutor",
     "UpdateAccepted",
-    "registry",
+    "WorkerRuntime",
+    "runtime_of",
 ]
 
 DEFAULT_TASK_QUEUE = "durable-agent"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -30,24 +30,17 @@ from durable_agent.temporal.wire import (
 )
 from durable_agent.toolsets import ToolsetListing
 
-from .compaction.caches import history_cache, tool_returns
 from .compaction.format import pack_response, pack_tool_outcome
 from .compaction.resolver import remember_answer, resolve_request, resolve_tool_call
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
 from .quota.activities import pause_key
-from .registry import registry
-from .tool_threads import tool_threads
-from .toolsets import toolset_pool
+from .registry import AgentRegistration
 
-__all__ = [
-    "ALL_ACTIVITIES",
-    "list_tools",
-    "model_request",
-    "prepare_model_request",
-    "tool_call",
-    "validate_output",
-]
+if TYPE_CHECKING:
+    from .runtime import WorkerRuntime
+
+__all__ = ["NodeActivities"]
 
 log = structlog.get_logger("durable_agent.activities")
 
@@ -124,52 +117,121 @@ class _Heartbeat:
             self._timer = None
 
 
-@activity.defn(name="prepare_model_request")
-async def prepare_model_request(input: PrepareActivityInput) -> ModelRequest:
-    async with _guard(input.agent, "prepare_model_request", input.input.run_step):
-        agent = registry.get(input.agent).agent_for(input.overrides)
-        return _checked(
-            await nodes.prepare_model_request(agent, input.input), "prepare_model_request"
-        )
+class NodeActivities:
+    """The node activities of one worker, bound to its `WorkerRuntime`: the agents they
+    look up, the caches they rebuild packed inputs from, the threads and toolsets they
+    run tools on are that worker's own."""
 
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        self._runtime = runtime
 
-@activity.defn(name="model_request")
-async def model_request(input: ModelRequestActivityInput) -> dict[str, Any]:
-    step = input.input.run_step if input.input is not None else input.run_step
-    async with _guard(input.agent, "model_request", step + 1) as logger:
-        agent = registry.get(input.agent).agent_for(input.overrides)
-        info = activity.info()
-        workflow_id, run_id = info.workflow_id, info.workflow_run_id
-        if workflow_id is None or run_id is None:
-            raise ApplicationError(
-                "model_request reads its history from its workflow; run it from AgentWorkflow",
-                type="not_in_workflow",
-                non_retryable=True,
+    def all(self) -> list[Callable[..., Any]]:
+        """Every activity a worker hosting agents runs (`load_checkpoint` keeps no state)."""
+        return [
+            self.prepare_model_request,
+            self.model_request,
+            self.list_tools,
+            self.tool_call,
+            self.validate_output,
+            load_checkpoint,
+        ]
+
+    def _registration(self, name: str) -> AgentRegistration:
+        return self._runtime.hosting.agents.get(name)
+
+    @activity.defn(name="prepare_model_request")
+    async def prepare_model_request(self, input: PrepareActivityInput) -> ModelRequest:
+        async with _guard(input.agent, "prepare_model_request", input.input.run_step):
+            agent = self._registration(input.agent).agent_for(input.overrides)
+            return _checked(
+                await nodes.prepare_model_request(agent, input.input), "prepare_model_request"
             )
-        request, digest = await resolve_request(input, workflow_id, run_id)
-        member = input.model_index
-        with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
-            try:
-                if input.stream_deltas and agent.model.streams:
-                    attempt = (member or 0) * FALLBACK_ATTEMPT_STRIDE + info.attempt
-                    response = await _streamed(
-                        input.agent, agent, request, workflow_id, run_id, attempt
-                    )
-                else:
-                    response = await nodes.model_request(agent, request)
-            except ModelHTTPError as error:
-                await _refused(agent, info.task_queue, error)
-                raise
-        remember_answer(workflow_id, request, response, digest)
-        logger.debug("model responded", parts=len(response.parts), history=len(request.messages))
-        return _checked(pack_response(response), "model_request")
 
+    @activity.defn(name="model_request")
+    async def model_request(self, input: ModelRequestActivityInput) -> dict[str, Any]:
+        step = input.input.run_step if input.input is not None else input.run_step
+        async with _guard(input.agent, "model_request", step + 1) as logger:
+            registration = self._registration(input.agent)
+            agent = registration.agent_for(input.overrides)
+            info = activity.info()
+            workflow_id, run_id = info.workflow_id, info.workflow_run_id
+            if workflow_id is None or run_id is None:
+                raise ApplicationError(
+                    "model_request reads its history from its workflow; run it from AgentWorkflow",
+                    type="not_in_workflow",
+                    non_retryable=True,
+                )
+            caches = self._runtime.caches
+            request, digest = await resolve_request(caches, input, workflow_id, run_id)
+            member = input.model_index
+            with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
+                try:
+                    if input.stream_deltas and agent.model.streams:
+                        attempt = (member or 0) * FALLBACK_ATTEMPT_STRIDE + info.attempt
+                        interval = registration.activities.delta_flush_interval
+                        response = await _streamed(
+                            agent, request, workflow_id, run_id, attempt, interval
+                        )
+                    else:
+                        response = await nodes.model_request(agent, request)
+                except ModelHTTPError as error:
+                    await self._refused(agent, info.task_queue, error)
+                    raise
+            remember_answer(caches, workflow_id, request, response, digest)
+            logger.debug(
+                "model responded", parts=len(response.parts), history=len(request.messages)
+            )
+            return _checked(pack_response(response), "model_request")
 
-async def _refused(agent: Agent[Any], task_queue: str, error: ModelHTTPError) -> None:
-    """A 429 for a key with a quota here pauses the key for every run of the queue."""
-    key = model_key(agent.model)
-    if error.status_code == 429 and key in registry.quotas.get(task_queue, {}):
-        await pause_key(activity.client(), task_queue, key, error)
+    async def _refused(self, agent: Agent[Any], task_queue: str, error: ModelHTTPError) -> None:
+        """A 429 for a key with a quota here pauses the key for every run of the queue."""
+        key = model_key(agent.model)
+        if error.status_code == 429 and key in self._runtime.hosting.quotas:
+            await pause_key(activity.client(), task_queue, key, error)
+
+    @activity.defn(name="list_tools")
+    async def list_tools(self, input: ListToolsActivityInput) -> ToolsetListing:
+        """Lists one toolset's tools for a run; the workflow keeps the listing in its state,
+        so neither a later step nor a replay asks the server again."""
+        name = input.input.toolset
+        async with _guard(input.agent, f"list_tools:{name}", input.input.run_step) as logger:
+            agent = self._registration(input.agent).agent
+            await self._runtime.toolsets.acquire(agent.toolset(name))
+            listing = await nodes.list_tools(agent, input.input)
+            logger.info("tools listed", toolset=name, tools=len(listing.tools))
+            return _checked(listing, f"list_tools of {name!r}")
+
+    @activity.defn(name="tool_call")
+    async def tool_call(self, input: ToolCallActivityInput) -> dict[str, Any]:
+        call = input.input.call
+        async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
+            agent = self._registration(input.agent).agent
+            info = activity.info()
+            request = resolve_tool_call(input, info.workflow_id or "")
+            if request.toolset_tool is not None:
+                await self._runtime.toolsets.acquire(agent.toolset(request.toolset_tool.toolset))
+            threads = self._runtime.tool_threads.executor()
+            outcome = await nodes.tool_call(agent, request, executor=threads)
+            if isinstance(outcome, nodes.ToolReturned):
+                size = outcome.tool_return.metadata.get("truncated_from_bytes")
+                if size is not None:
+                    logger.warning("tool result truncated", size=size)
+                if info.workflow_id is not None:
+                    self._runtime.caches.tool_returns.store(info.workflow_id, outcome.tool_return)
+            return _checked(
+                pack_tool_outcome(outcome, call.id, call.name),
+                f"tool {call.name!r} (call {call.id})",
+            )
+
+    @activity.defn(name="validate_output")
+    async def validate_output(self, input: ValidateOutputActivityInput) -> nodes.OutputOutcome:
+        async with _guard(input.agent, "validate_output", input.input.run_step):
+            agent = self._registration(input.agent).agent
+            outcome = _checked(await nodes.validate_output(agent, input.input), "validate_output")
+            workflow_id = activity.info().workflow_id
+            if isinstance(outcome, nodes.OutputOk) and workflow_id is not None:
+                self._runtime.caches.histories.forget(workflow_id)
+            return outcome
 
 
 FALLBACK_ATTEMPT_STRIDE = 1000
@@ -178,67 +240,21 @@ deltas, so a later member's text supersedes an earlier one's as a retry's does."
 
 
 async def _streamed(
-    name: str,
     agent: Agent[Any],
     request: nodes.ModelRequestInput,
     workflow_id: str,
     run_id: str,
     attempt: int,
+    interval: timedelta,
 ) -> ModelResponse:
     """The model request with its deltas signalled to this run as they arrive, marked with
     this attempt so the workflow can tell a retry's text from the attempt it replaces."""
     handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
-    interval = registry.get(name).activities.delta_flush_interval.total_seconds()
     publisher = DeltaPublisher(
-        handle, run_step=request.run_step + 1, attempt=attempt, interval=interval
+        handle, run_step=request.run_step + 1, attempt=attempt, interval=interval.total_seconds()
     )
     async with publisher:
         return await nodes.model_request(agent, request, on_delta=publisher.add)
-
-
-@activity.defn(name="list_tools")
-async def list_tools(input: ListToolsActivityInput) -> ToolsetListing:
-    """Lists one toolset's tools for a run; the workflow keeps the listing in its state, so
-    neither a later step nor a replay asks the server again."""
-    name = input.input.toolset
-    async with _guard(input.agent, f"list_tools:{name}", input.input.run_step) as logger:
-        agent = registry.get(input.agent).agent
-        await toolset_pool.acquire(agent.toolset(name))
-        listing = await nodes.list_tools(agent, input.input)
-        logger.info("tools listed", toolset=name, tools=len(listing.tools))
-        return _checked(listing, f"list_tools of {name!r}")
-
-
-@activity.defn(name="tool_call")
-async def tool_call(input: ToolCallActivityInput) -> dict[str, Any]:
-    call = input.input.call
-    async with _guard(input.agent, f"tool_call:{call.name}", input.input.run_step) as logger:
-        agent = registry.get(input.agent).agent
-        info = activity.info()
-        request = resolve_tool_call(input, info.workflow_id or "")
-        if request.toolset_tool is not None:
-            await toolset_pool.acquire(agent.toolset(request.toolset_tool.toolset))
-        outcome = await nodes.tool_call(agent, request, executor=tool_threads.executor())
-        if isinstance(outcome, nodes.ToolReturned):
-            size = outcome.tool_return.metadata.get("truncated_from_bytes")
-            if size is not None:
-                logger.warning("tool result truncated", size=size)
-            if info.workflow_id is not None:
-                tool_returns.store(info.workflow_id, outcome.tool_return)
-        return _checked(
-            pack_tool_outcome(outcome, call.id, call.name), f"tool {call.name!r} (call {call.id})"
-        )
-
-
-@activity.defn(name="validate_output")
-async def validate_output(input: ValidateOutputActivityInput) -> nodes.OutputOutcome:
-    async with _guard(input.agent, "validate_output", input.input.run_step):
-        agent = registry.get(input.agent).agent
-        outcome = _checked(await nodes.validate_output(agent, input.input), "validate_output")
-        workflow_id = activity.info().workflow_id
-        if isinstance(outcome, nodes.OutputOk) and workflow_id is not None:
-            history_cache.forget(workflow_id)
-        return outcome
 
 
 PAYLOAD_LIMIT_BYTES = 1_900_000
@@ -259,13 +275,3 @@ def _checked(result: R, what: str) -> R:
             non_retryable=True,
         )
     return result
-
-
-ALL_ACTIVITIES = (
-    prepare_model_request,
-    model_request,
-    list_tools,
-    tool_call,
-    validate_output,
-    load_checkpoint,
-)

@@ -23,16 +23,20 @@ hosts agents is usually a worker that existed before the agents did:
   Any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
 - interceptors: the user's stay; one is added (`StreamPollInterceptor`) that shows each run
   the offsets plain Workflow Streams subscribers poll, so continue-as-new leaves none behind.
-- workflows and activities: `AgentWorkflow` and the node activities are appended unless
-  already there, so the plugin may sit on both the client and the worker.
-- agents: registered in the process-wide `registry` when the plugin configures a worker or
-  replayer; connecting a client registers nothing, so `DurableAgentPlugin()` with no agents
-  is the client-side plugin.
+- runtime: each worker (or replayer) the plugin configures gets one `WorkerRuntime`
+  (`.runtime`): its agents, settings, caches, thread pool and toolsets. A second
+  `DurableAgentPlugin` on the same worker (one on the client, one on the worker) adds its
+  agents to the same runtime.
+- workflows and activities: `AgentWorkflow` and the worker's node activities (methods of
+  its runtime's `NodeActivities`) are appended unless already there.
+- agents: registered in the worker's runtime, each with the sub-agents its runs may start;
+  connecting a client registers nothing, so `DurableAgentPlugin()` with no agents is the
+  client-side plugin.
 - search attributes: a worker registers `AgentName`, `AgentStatus` and `PendingApprovals`
   when the namespace lacks them (or warns where it may not, e.g. Temporal Cloud).
 - toolsets (MCP servers): the hosted agents' servers are started and listed when a worker
-  starts (a misconfigured one stops it), kept for every worker of the process, and closed
-  when the last one stops (`.toolsets`).
+  starts (a misconfigured one stops it), kept while it runs, and closed when it stops
+  (`.toolsets`).
 
 Pass the plugin to `Client.connect`: a worker takes its data converter from its client, so a
 plugin given only to `Worker(plugins=[...])` on a client without it is refused.
@@ -40,6 +44,7 @@ plugin given only to `Worker(plugins=[...])` on a client without it is refused.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -63,15 +68,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from durable_agent import Agent, UserError
 from durable_agent.quotas import ModelQuota
-from durable_agent.subagents import agent_tree
 
 from .quota import QuotaKeeper, ensure_quota_keeper
-from .registry import AgentRegistration, registry
+from .registry import AgentNameTaken, AgentRegistration
+from .runtime import RuntimeInterceptor, WorkerRuntime, find_runtime
 from .sandbox import ContextCachingSandboxedWorkflowRunner, ignores_contexts
 from .search_attributes import ensure_search_attributes
-from .signing import ApprovalKeys, worker_keys
-from .tool_threads import DEFAULT_ACTIVITY_SLOTS, tool_threads
-from .toolsets import toolset_pool
+from .signing import ApprovalKeys
+from .tool_threads import DEFAULT_ACTIVITY_SLOTS
 from .tracing import TelemetryInterceptor, Tracing, context_propagation, flush, provider_from_env
 from .workflow import AgentWorkflow
 from .workflow.stream_polls import StreamPollInterceptor
@@ -84,9 +88,9 @@ __all__ = [
 ]
 
 PASSTHROUGH_MODULES = ("durable_agent", "pydantic", "pydantic_core", "structlog", "opentelemetry")
-"""Loaded once, outside the sandbox: the registry the workflow reads must be the worker's own
-instance (the one the agents were registered in), and re-importing pydantic and structlog
-in every workflow's sandbox is slow and buys nothing, as they are deterministic. Only
+"""Loaded once, outside the sandbox: the agents a workflow runs are the objects its worker
+registered (`.hosting`), and re-importing pydantic and structlog in every workflow's
+sandbox is slow and buys nothing, as they are deterministic. Only
 library modules: a user's own `workflows` or
 `activities` module is theirs to pass through."""
 
@@ -185,7 +189,6 @@ class DurableAgentPlugin(SimplePlugin):
             "durable-agent.DurableAgentPlugin",
             data_converter=self._data_converter,
             workflows=self._workflows,
-            activities=self._activities,
             workflow_runner=self._workflow_runner,
             interceptors=interceptors,
         )
@@ -288,56 +291,40 @@ class DurableAgentPlugin(SimplePlugin):
         workflows.extend(w for w in ours if w not in workflows)
         return workflows
 
-    def _activities(
-        self, existing: Sequence[Callable[..., Any]] | None
-    ) -> Sequence[Callable[..., Any]]:
-        from .activities import ALL_ACTIVITIES  # they import the workflow's wire models
-
-        activities = list(existing or [])
-        activities.extend(a for a in ALL_ACTIVITIES if a not in activities)
-        if self.quotas and ensure_quota_keeper not in activities:
-            activities.append(ensure_quota_keeper)
-        return activities
-
-    def register_agents(self) -> None:
-        """Puts this plugin's agents in the process-wide `registry` (idempotent).
-
-        One name means one agent per process: the workflow and the activities find agents by
-        the name in `AgentWorkflowInput.agent`, so a second, different agent under a taken
-        name would silently run in place of the first.
-        """
-        for agent, registration in self._with_subagents():
-            if agent.name in registry:
-                existing = registry.get(agent.name)
-                if existing.agent is not agent:
-                    raise PluginConfigurationError(
-                        f"an agent named {agent.name!r} is already registered in this process "
-                        "(by another DurableAgentPlugin or registry.register) and it is a "
-                        "different Agent object; give each agent a unique name with "
-                        "AgentBuilder.name(...), or register one object once"
-                    )
-                if registration is not None and registration.activities != existing.activities:
-                    raise PluginConfigurationError(
-                        f"agent {agent.name!r} is already registered with other activity "
-                        "options; pass the same AgentRegistration everywhere, or register it "
-                        "once"
-                    )
-                continue
-            registry.register(agent, registration.activities if registration else None)
-
-    def _with_subagents(self) -> list[tuple[Agent[Any], AgentRegistration | None]]:
-        """This plugin's agents, each followed by its sub-agents (with default options):
-        registering a parent registers every agent its runs may start."""
-        expanded: list[tuple[Agent[Any], AgentRegistration | None]] = []
+    def _hosted(self, config: WorkerConfig | ReplayerConfig) -> WorkerRuntime:
+        """The worker's runtime (made by the first `DurableAgentPlugin` that configures it,
+        its interceptor added to the configuration), with this plugin's agents and settings
+        added."""
+        runtime = find_runtime(config)
+        if runtime is None:
+            runtime = WorkerRuntime()
+            config["interceptors"] = [
+                *(config.get("interceptors") or ()),
+                RuntimeInterceptor(runtime),
+            ]
+        hosting = runtime.hosting
         for agent, registration in self._agents:
-            for member in agent_tree(agent):
-                if any(member is known for known, _ in expanded):
-                    continue
-                expanded.append((member, registration if member is agent else None))
-        return expanded
+            try:
+                hosting.agents.host(agent, registration.activities if registration else None)
+                runtime.listed.append(agent)
+            except AgentNameTaken as error:
+                raise PluginConfigurationError(
+                    f"DurableAgentPlugin on one worker: {error.message}"
+                ) from None
+        if self.quotas:
+            hosting.quotas.update(self.quotas)
+        if self.approval_keys is not None:
+            if hosting.approval_keys not in (None, self.approval_keys):
+                raise PluginConfigurationError(
+                    "two DurableAgentPlugins on one worker bring different approval_keys; "
+                    "give them to one of them"
+                )
+            hosting.approval_keys = self.approval_keys
+        return runtime
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Registers the agents, then adds the workflow, activities and sandbox settings.
+        """Hosts the agents in the worker's runtime, then adds the workflow, activities and
+        sandbox settings.
 
         A worker cannot change its client's data converter, so a worker-only plugin whose
         converter changes would not be in force is refused here instead of failing later on
@@ -355,11 +342,15 @@ class DurableAgentPlugin(SimplePlugin):
                     + "); pass the plugin to Client.connect(..., plugins=[...]) rather than "
                     "only to Worker(plugins=[...])"
                 )
-        self.register_agents()
+        runtime = self._hosted(config)
         if client is not None and client.data_converter.external_storage is not None:
-            registry.external_storage_queues.add(config.get("task_queue") or "")
-        if self.quotas:
-            registry.quotas[config.get("task_queue") or ""] = dict(self.quotas)
+            runtime.hosting.external_storage = True
+        activities: list[Callable[..., Any]] = list(config.get("activities") or ())
+        names = {_activity_name(a) for a in activities}
+        activities.extend(a for a in runtime.activities.all() if _activity_name(a) not in names)
+        if self.quotas and ensure_quota_keeper not in activities:
+            activities.append(ensure_quota_keeper)
+        config["activities"] = activities
         config = super().configure_worker(config)
         if client is not None:
             config["workflow_runner"] = _answering_contexts(
@@ -368,7 +359,7 @@ class DurableAgentPlugin(SimplePlugin):
         return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        self.register_agents()
+        self._hosted(config)
         config = super().configure_replayer(config)
         config["workflow_runner"] = _answering_contexts(
             config.get("workflow_runner"), config.get("data_converter") or DataConverter.default
@@ -390,28 +381,16 @@ class DurableAgentPlugin(SimplePlugin):
         else:
             if added:
                 log.info("registered search attributes", added=added)
-        # The hosted agents' toolsets start with the worker: a misconfigured MCP server
-        # stops it here, before it polls, instead of failing runs later. Every toolset the
-        # process opened closes when its last worker stops.
-        toolset_pool.worker_started()
+        runtime = find_runtime(worker)
+        slots = (
+            worker.config(active_config=True).get("max_concurrent_activities")
+            or DEFAULT_ACTIVITY_SLOTS
+        )
         try:
-            await toolset_pool.check(self.agents)
-        except BaseException:
-            await toolset_pool.worker_stopped()
-            raise
-        slots = worker.config().get("max_concurrent_activities") or DEFAULT_ACTIVITY_SLOTS
-        tool_threads.reserve(slots)
-        keys, queue = self.approval_keys, worker.task_queue
-        if keys is not None:
-            worker_keys.set(queue, keys)
-        try:
-            await super().run_worker(worker, next)
+            async with runtime.running(slots) if runtime else contextlib.nullcontext():
+                await super().run_worker(worker, next)
         finally:
             flush(self.tracing)
-            await toolset_pool.worker_stopped()
-            tool_threads.release(slots)
-            if keys is not None:
-                worker_keys.discard(queue, keys)
 
 
 def _answering_contexts(runner: WorkflowRunner | None, converter: DataConverter) -> Any:
@@ -422,6 +401,11 @@ def _answering_contexts(runner: WorkflowRunner | None, converter: DataConverter)
     if runner.context_free is context_free:
         return runner
     return dataclasses.replace(runner, context_free=context_free)
+
+
+def _activity_name(activity: Callable[..., Any]) -> str | None:
+    defn = getattr(activity, "__temporal_activity_definition", None)
+    return getattr(defn, "name", None)
 
 
 def _checked_quotas(quotas: Mapping[str, ModelQuota]) -> dict[str, ModelQuota]:

@@ -1,8 +1,8 @@
 """Agents by name, with the activity options their nodes run under.
 
-The worker fills the registry before it starts; workflows and activities look agents up by
-the name in `AgentWorkflowInput.agent`. The registry module is passed through the workflow
-sandbox, so the workflow reads the same registrations the activities use.
+Each worker has its own registry (`WorkerRuntime.agents`), filled before it polls; its
+workflows and activities look agents up by the name in `AgentWorkflowInput.agent` (the
+workflows through `.hosting`), so they read the same registrations.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from temporalio.workflow import ActivityConfig
 from ..agent import Agent
 from ..errors import UnknownAgentError, UserError
 from ..overrides import AgentOverrides
-from ..quotas import ModelQuota
+from ..subagents import agent_tree
 
 __all__ = [
     "DEFAULT_DELTA_FLUSH_INTERVAL",
     "ActivityConfig",
     "AgentActivityConfig",
+    "AgentNameTaken",
     "AgentRegistration",
     "AgentRegistry",
     "NodeActivity",
-    "registry",
 ]
 
 NodeActivity = Literal[
@@ -159,20 +159,15 @@ class AgentRegistration:
         return agent
 
 
+class AgentNameTaken(UserError):
+    """One name for two agents (or for one agent with two sets of activity options)."""
+
+    kind = "agent_name_taken"
+
+
 class AgentRegistry:
     def __init__(self) -> None:
         self._agents: dict[str, AgentRegistration] = {}
-        self.quotas: dict[str, dict[str, ModelQuota]] = {}
-        """Task queue → model key → the quota its workers enforce (`DurableAgentPlugin(
-        quotas=...)`, `--quota`); read by the runs of that queue before each model request.
-        Every worker of a queue must configure the same (a run replays on any of them)."""
-        self.role_split: set[str] = set()
-        """Task queues served by `--role workflows` workers: their runs send model and tool
-        activities to the role queues (`roles.role_queue`)."""
-        self.external_storage_queues: set[str] = set()
-        """Task queues whose workers here store large payloads externally (set by the
-        plugin from the client's data converter): a run there may carry a conversation
-        larger than one payload across continue-as-new."""
 
     def register(
         self,
@@ -189,6 +184,28 @@ class AgentRegistry:
             )
         self._agents[agent.name] = AgentRegistration(agent, activities or AgentActivityConfig())
         return agent
+
+    def host(self, agent: Agent[Any], activities: AgentActivityConfig | None = None) -> None:
+        """Registers `agent` and every sub-agent its runs may start (those with default
+        options), each once: the same object again changes nothing. A different agent under
+        a taken name (it would silently run in place of the first, as runs find agents by
+        name) or other activity options for one raise `AgentNameTaken`."""
+        for member in agent_tree(agent):
+            ours = activities if member is agent else None
+            if member.name not in self._agents:
+                self.register(member, ours)
+                continue
+            existing = self._agents[member.name]
+            if existing.agent is not member:
+                raise AgentNameTaken(
+                    f"two different agents are named {member.name!r}; give each a unique "
+                    "name with AgentBuilder.name(...)"
+                )
+            if ours is not None and ours != existing.activities:
+                raise AgentNameTaken(
+                    f"agent {member.name!r} is given two different AgentActivityConfigs; "
+                    "register it once"
+                )
 
     def get(self, name: str) -> AgentRegistration:
         try:
@@ -211,7 +228,3 @@ class AgentRegistry:
 
     def clear(self) -> None:
         self._agents.clear()
-
-
-registry = AgentRegistry()
-"""The process-wide registry the worker, workflows and activities share."""

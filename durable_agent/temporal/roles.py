@@ -5,7 +5,7 @@ on the task queue; `--role models` polls `QUEUE-models` for `model_request` acti
 `--role tools` polls `QUEUE-tools` for tool calls and toolset listings, each with its own
 concurrency, so a slow tool can no longer starve model calls. The default, `all`, does
 everything on the task queue itself. Runs on a queue served by a `workflows` worker send
-their model and tool activities to the role queues (`registry.role_split`).
+their model and tool activities to the role queues (`Hosting.role_split`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ instead of growing with the conversation.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from durable_agent.toolsets import ToolsetListing
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
-from .registry import AgentRegistration, registry
+from .registry import AgentRegistration
 from .roles import Role, role_queue
 
 if TYPE_CHECKING:
@@ -163,6 +164,10 @@ class ActivityNodeRunner:
         self._limited: tuple[str, ModelQuota] | tuple[()] | None = None
         self.quota_gate: QuotaGate | None = None
         """Set by the workflow: where model requests wait for their quota's grant."""
+        self.quotas: Mapping[str, ModelQuota] = {}
+        """Set by the workflow from its worker's `Hosting`: the quotas of this task queue."""
+        self.role_split = False
+        """Set likewise: model and tool activities go to the role workers' queues."""
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
         """A child workflow per call (`workflow.subagents`), started by the workflow that
@@ -208,21 +213,18 @@ class ActivityNodeRunner:
         self.quota_gate.release(key, ask, response.usage.total_tokens or None)
         return response
 
-    @staticmethod
-    def _routed(options: dict[str, Any], role: Role) -> dict[str, Any]:
+    def _routed(self, options: dict[str, Any], role: Role) -> dict[str, Any]:
         """On a queue served by role workers, model and tool activities go to theirs (unless
         the agent's activity options name a queue)."""
-        task_queue = workflow.info().task_queue
-        if task_queue in registry.role_split and "task_queue" not in options:
-            return {**options, "task_queue": role_queue(task_queue, role)}
+        if self.role_split and "task_queue" not in options:
+            return {**options, "task_queue": role_queue(workflow.info().task_queue, role)}
         return options
 
     def _quota(self) -> tuple[str, ModelQuota] | None:
         """The run's model key and its quota on this task queue, if it has one."""
         if self._limited is None:
             key = model_key(self.registration.agent_for(self.overrides).model)
-            quotas = registry.quotas.get(workflow.info().task_queue, {})
-            quota = quotas.get(key) if key is not None else None
+            quota = self.quotas.get(key) if key is not None else None
             self._limited = (key, quota) if key is not None and quota is not None else ()
         return self._limited or None
 

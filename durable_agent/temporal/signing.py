@@ -23,8 +23,8 @@ HMAC is a shared secret: whoever holds a key can sign as anyone. Give the keys t
 worker and the inbox (which vouches for the people it has logged in), and to admins who
 decide from the CLI, never to the people who only use the inbox.
 
-The worker hands its keys to the workflow through `worker_keys` (module state that the
-sandbox passes through, keyed by task queue), never through history. Verification is pure
+The worker hands its keys to the workflow through its `Hosting` (`.hosting`), never through
+history. Verification is pure
 (HMAC, JSON) and its only clock is `workflow.now()`.
 """
 
@@ -50,12 +50,10 @@ __all__ = [
     "ApprovalClaim",
     "ApprovalKeyError",
     "ApprovalKeys",
-    "WorkerApprovalKeys",
     "canonical_time",
     "claim_for",
     "sign_signal",
     "signed_problem",
-    "worker_keys",
 ]
 
 ENV_VAR = "DURABLE_AGENT_APPROVAL_KEYS"
@@ -238,26 +236,3 @@ def signed_problem(
     if signal.signed_at is not None and signal.signed_at.tzinfo is None:
         return f"signed_at of the decision for tool call {signal.tool_call_id!r} has no time zone"
     return keys.problem(claim_for(workflow_id, signal), signal.signature, now)
-
-
-class WorkerApprovalKeys:
-    """Which task queue's workers in this process require signed approvals, and with which
-    keys. Set by `DurableAgentPlugin` while a worker runs; read by `AgentWorkflow` (this
-    module is passed through the sandbox, so both see one instance)."""
-
-    def __init__(self) -> None:
-        self._by_queue: dict[str, ApprovalKeys] = {}
-
-    def set(self, task_queue: str, keys: ApprovalKeys) -> None:
-        self._by_queue[task_queue] = keys
-
-    def discard(self, task_queue: str, keys: ApprovalKeys) -> None:
-        if self._by_queue.get(task_queue) is keys:
-            del self._by_queue[task_queue]
-
-    def get(self, task_queue: str) -> ApprovalKeys | None:
-        return self._by_queue.get(task_queue)
-
-
-worker_keys = WorkerApprovalKeys()
-"""The process-wide table the plugin fills and the workflow reads."""

@@ -2,9 +2,10 @@
 
 Not the event loop's default executor: that has `min(32, cores + 4)` threads, so on a small
 machine calls queued for a thread while their start-to-close clock ran, timed out and ran
-twice. This pool has a thread for every activity slot of the workers in this process, and
-nobody waits for it at exit: a tool that ignores cancellation cannot hold a stopping worker
-past its graceful timeout (the process ends, and the call is retried elsewhere).
+twice. Each worker has its own (`WorkerRuntime.tool_threads`), a thread for every activity
+slot of the worker, and nobody waits for it at exit: a tool that ignores cancellation
+cannot hold a stopping worker past its graceful timeout (the process ends, and the call is
+retried elsewhere).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["DEFAULT_ACTIVITY_SLOTS", "ToolThreads", "tool_threads"]
+__all__ = ["DEFAULT_ACTIVITY_SLOTS", "ToolThreads"]
 
 DEFAULT_ACTIVITY_SLOTS = 100
 """What a temporalio `Worker` allows when `max_concurrent_activities` is not set."""
@@ -40,8 +41,12 @@ class ToolThreads:
                 self._pool = None
 
     def release(self, slots: int) -> None:
+        """The worker stopped: its threads end once their calls do (none is waited for)."""
         with self._lock:
             self._reserved = max(self._reserved - slots, 0)
+            if self._reserved == 0 and self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
 
     def executor(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -51,7 +56,3 @@ class ToolThreads:
                     max_workers=self._pool_size, thread_name_prefix="durable-agent-tool"
                 )
             return self._pool
-
-
-tool_threads = ToolThreads()
-"""One per process, shared by every worker the plugin configures."""

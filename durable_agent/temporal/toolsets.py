@@ -1,12 +1,13 @@
 """Toolsets (MCP servers) on Temporal workers.
 
-- `ToolsetPool`: the worker side of a server's life. Toolsets are opened once per worker
-  process and kept open while any worker of the process runs, so a stdio server is one
-  process per worker, reused across calls and runs (its session reconnects, restarting the
-  process, when it dies). `check` lists every toolset of the given agents at worker start,
-  so a command that does not exist, a server that speaks no MCP, an invalid schema or two
-  servers with clashing tool names stop the worker with the reason instead of failing runs
-  later; a server that merely does not answer yet is logged and retried by the runs.
+- `ToolsetPool`: the worker side of a server's life. Each worker has its own
+  (`WorkerRuntime.toolsets`): a toolset is opened once by the worker and kept open while it
+  runs, so a stdio server is one process per worker, reused across calls and runs (its
+  session reconnects, restarting the process, when it dies). `check` lists every toolset
+  of the given agents at worker start, so a command that does not exist, a server that
+  speaks no MCP, an invalid schema or two servers with clashing tool names stop the worker
+  with the reason instead of failing runs later; a server that merely does not answer yet
+  is logged and retried by the runs.
 (A model request names the run's listed toolset tools by the digest of their definitions:
 `compaction.caches.ToolDefinitionsCache`.)
 """
@@ -31,7 +32,6 @@ from durable_agent.toolsets import (
 __all__ = [
     "ToolsetPool",
     "ToolsetStartupError",
-    "toolset_pool",
 ]
 
 log = structlog.get_logger("durable_agent.toolsets")
@@ -46,31 +46,24 @@ class ToolsetStartupError(UserError):
 class ToolsetPool:
     def __init__(self) -> None:
         self._open: dict[int, Toolset] = {}
-        self._workers = 0
+        self._checked: set[int] = set()
 
     @property
     def open_toolsets(self) -> list[Toolset]:
         return list(self._open.values())
 
     async def acquire(self, toolset: Toolset) -> None:
-        """Opens `toolset` for this process, unless it already is (activities call this
-        before using one: an agent registered after its worker started is opened here)."""
+        """Opens `toolset` for this worker, unless it already is (activities call this
+        before using one, in case `check` could not reach it at worker start)."""
         if id(toolset) not in self._open:
             self._open[id(toolset)] = toolset
             await toolset.__aenter__()
 
-    def worker_started(self) -> None:
-        self._workers += 1
-
-    async def worker_stopped(self) -> None:
-        """The last worker of the process to stop closes every toolset (stdio servers exit)."""
-        self._workers = max(self._workers - 1, 0)
-        if self._workers == 0:
-            await self.close()
-
     async def close(self) -> None:
+        """The worker stopped: every toolset it opened closes (stdio servers exit)."""
         toolsets = list(self._open.values())
         self._open.clear()
+        self._checked.clear()
         for toolset in toolsets:
             try:
                 await toolset.__aexit__(None, None, None)
@@ -79,8 +72,11 @@ class ToolsetPool:
 
     async def check(self, agents: Sequence[Agent[Any]]) -> None:
         """Opens and lists each agent's toolsets; raises `ToolsetStartupError` for what no
-        retry can fix, logs what may be transient (a server that does not answer yet)."""
+        retry can fix, logs what may be transient (a server that does not answer yet).
+        An agent whose toolsets all answered is not listed again until they are closed."""
         for agent in agents:
+            if id(agent) in self._checked:
+                continue
             listings: list[ToolsetListing] = []
             for toolset in agent.toolsets:
                 await self.acquire(toolset)
@@ -104,6 +100,7 @@ class ToolsetPool:
                 check_approval_names(agent.approvers, agent.tools, index, setting="approvers")
             except UserError as error:
                 raise ToolsetStartupError(f"agent {agent.name!r}: {error.message}") from None
+            self._checked.add(id(agent))
             log.info(
                 "toolsets ready",
                 agent=agent.name,
@@ -112,5 +109,4 @@ class ToolsetPool:
             )
 
 
-toolset_pool = ToolsetPool()
 """One per process, shared by every worker the plugin configures."""

@@ -20,20 +20,18 @@ from typing import Any, NoReturn
 import structlog
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from ..agent import Agent
 from ..errors import UserError
 from ..quotas import ModelQuota
-from ..subagents import agent_tree
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
-from .registry import AgentRegistry, registry
+from .registry import AgentNameTaken, AgentRegistration, AgentRegistry
 from .roles import Role, role_queue
-from .search_attributes import ensure_search_attributes
+from .runtime import runtime_of
 from .storage import STORAGE_ENV, StorageConfigError
-from .toolsets import ToolsetStartupError, toolset_pool
+from .toolsets import ToolsetStartupError
 from .tracing import OTLP_ENDPOINT_ENVS, TracingConfigError
 
 __all__ = ["WorkerStartError", "exit_process", "plugin", "register_module", "run_worker"]
@@ -53,14 +51,16 @@ class WorkerStartError(UserError):
 
 
 def register_module(target: AgentRegistry, module_name: str) -> list[str]:
-    """Registers the agents a module defines; returns their names."""
+    """Registers the agents a module defines (its `AGENTS`, which may hold
+    `AgentRegistration`s to give an agent its activity options, or else every `Agent` at
+    its top level), each with its sub-agents; returns their names."""
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise WorkerStartError(
             f"--agents {module_name}: cannot import it ({error})", usage=True
         ) from error
-    agents = getattr(module, "AGENTS", None)
+    agents: list[Agent[Any] | AgentRegistration] | None = getattr(module, "AGENTS", None)
     if agents is None:
         agents = [value for value in vars(module).values() if isinstance(value, Agent)]
     if not agents:
@@ -70,28 +70,35 @@ def register_module(target: AgentRegistry, module_name: str) -> list[str]:
             usage=True,
         )
     names = []
-    for agent in agents:
-        for member in agent_tree(agent):
-            if member.name in target:
-                if target.get(member.name).agent is not member:
-                    raise WorkerStartError(
-                        f"--agents {module_name}: two different agents are named "
-                        f"{member.name!r}; give each a unique name with AgentBuilder.name(...)"
-                    )
-                continue
-            target.register(member)
+    for entry in agents:
+        if isinstance(entry, AgentRegistration):
+            agent, options = entry.agent, entry.activities
+        elif isinstance(entry, Agent):
+            agent, options = entry, None
+        else:
+            raise WorkerStartError(
+                f"--agents {module_name}: AGENTS holds {type(entry).__name__} ({entry!r}); "
+                "list Agent or AgentRegistration objects",
+                usage=True,
+            )
+        try:
+            target.host(agent, options)
+        except AgentNameTaken as error:
+            raise WorkerStartError(f"--agents {module_name}: {error.message}") from None
         names.append(agent.name)
     return names
 
 
-def plugin(quotas: Mapping[str, ModelQuota] | None = None) -> DurableAgentPlugin:
+def plugin(
+    quotas: Mapping[str, ModelQuota] | None = None, agents: AgentRegistry | None = None
+) -> DurableAgentPlugin:
     """Encrypts payloads when DURABLE_AGENT_ENCRYPTION_KEYS is set (see `.encryption`) and
     stores large ones where DURABLE_AGENT_STORAGE says (see `.storage`); requires signed
     approvals when DURABLE_AGENT_APPROVAL_KEYS is set (see `.signing`); traces over OTLP when
     OTEL_EXPORTER_OTLP_ENDPOINT is set (see `.tracing`). A setting that does not parse stops
     the worker with a message naming it."""
     try:
-        built = DurableAgentPlugin.from_env()
+        built = DurableAgentPlugin.from_env(list(agents or ()))
     except (EncryptionError, StorageConfigError, TracingConfigError) as error:
         raise WorkerStartError(str(error)) from None
     if quotas:
@@ -120,6 +127,7 @@ async def run_worker(
     task_queue: str,
     *,
     stop: asyncio.Event,
+    agents: AgentRegistry | None = None,
     ready: asyncio.Event | None = None,
     graceful_shutdown_seconds: float = 30.0,
     workflows: Sequence[type] = (),
@@ -129,55 +137,47 @@ async def run_worker(
     max_concurrent_activities: int | None = None,
     deployment: tuple[str, str] | None = None,
 ) -> None:
-    """Hosts the registered agents, and an application's own `workflows` and `activities`
-    beside them, until `stop`. In-flight activities then get `graceful_shutdown_seconds` to
-    finish before they are cancelled (a cancelled tool call is retried on another worker)."""
+    """Hosts `agents`, and an application's own `workflows` and `activities` beside them,
+    until `stop`. In-flight activities then get `graceful_shutdown_seconds` to finish
+    before they are cancelled (a cancelled tool call is retried on another worker)."""
+    hosted = plugin(quotas, agents)
     try:
-        client = await Client.connect(address, namespace=namespace, plugins=[plugin(quotas)])
+        client = await Client.connect(address, namespace=namespace, plugins=[hosted])
     except RuntimeError as error:
         raise WorkerStartError(
             f"cannot reach the Temporal server at {address} (namespace {namespace}): {error}\n"
             "start one with `python worker.py --dev` or "
             "`docker compose -f docker-compose.temporal.yml up -d`, or set TEMPORAL_ADDRESS"
         ) from error
-    try:
-        added = await ensure_search_attributes(client)
-        if added:
-            log.info("registered search attributes", added=added)
-    except RPCError as error:
-        log.warning(
-            "could not check or register the search attributes AgentName, AgentStatus and "
-            "PendingApprovals; create them on the server, or workflows will fail their tasks",
-            error=str(error),
-        )
-    # Every registered agent's MCP servers start, and are listed, before the worker polls:
-    # a misconfigured one stops the worker here with the reason.
-    try:
-        await toolset_pool.check([registration.agent for registration in registry])
-    except ToolsetStartupError as error:
-        await toolset_pool.close()
-        raise WorkerStartError(error.message) from None
-    if role == "workflows":
-        registry.role_split.add(task_queue)
     polled = role_queue(task_queue, role)
     limits: dict[str, Any] = {"max_concurrent_activities": max_concurrent_activities}
     if deployment is not None:
         limits["deployment_config"] = deployment_config(*deployment)
-    async with Worker(
+    worker = Worker(
         client,
         task_queue=polled,
         workflows=list(workflows),
         activities=list(activities),
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_seconds),
         **{k: v for k, v in limits.items() if v is not None},
-    ):
+    )
+    runtime = runtime_of(worker)
+    runtime.hosting.role_split = role == "workflows"
+    # Every hosted agent's MCP servers start, and are listed, before the worker polls: a
+    # misconfigured one stops the worker here with the reason. They stay open for it.
+    try:
+        await runtime.toolsets.check(runtime.listed)
+    except ToolsetStartupError as error:
+        await runtime.toolsets.close()
+        raise WorkerStartError(error.message) from None
+    async with worker:
         log.info(
             "worker started",
             address=address,
             namespace=namespace,
             task_queue=polled,
             role=role,
-            agents=registry.names(),
+            agents=runtime.agents.names(),
         )
         if ready is not None:
             ready.set()

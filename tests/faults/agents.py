@@ -41,7 +41,7 @@ from durable_agent import (
     ToolReturnPart,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal.registry import AgentActivityConfig, registry
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from tests.temporal_support import fast_activity
 
 __all__ = ["AGENTS", "STEPS_OUTPUT", "FANOUT_TOOL_STEPS", "fanout_output"]
@@ -349,7 +349,7 @@ stream_agent = (
     .build()
 )
 
-AGENTS = [
+_AGENTS = [
     steps_agent,
     stream_agent,
     sync_block_agent,
@@ -371,13 +371,15 @@ def _config(**extra: object) -> AgentActivityConfig:
     )
 
 
-for _agent in AGENTS:
-    if _agent.name not in registry:
-        registry.register(
-            _agent,
-            _config(continue_as_new_after_steps=1)
-            if _agent is approval_can_agent
-            else _config(delta_flush_interval=timedelta(milliseconds=50))
-            if _agent is stream_agent
-            else _config(),
-        )
+AGENTS = [
+    AgentRegistration(
+        agent,
+        _config(continue_as_new_after_steps=1)
+        if agent is approval_can_agent
+        else _config(delta_flush_interval=timedelta(milliseconds=50))
+        if agent is stream_agent
+        else _config(),
+    )
+    for agent in _AGENTS
+]
+"""What `--agents tests.faults.agents` hosts, with these activity options."""

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from temporalio.client import (
-    Client,
-)
+from temporalio.client import Client
 from temporalio.common import Priority
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -19,12 +18,12 @@ from durable_agent import (
     RunStatus,
 )
 
-from ...errors import InvalidInput, UnknownAgentError
+from ...errors import InvalidInput
 from ...overrides import AgentOverrides
 from ..encryption import EncryptionError
 from ..markdown import literal
 from ..plugin import DurableAgentPlugin
-from ..registry import registry
+from ..registry import AgentNameTaken, AgentRegistry
 from ..signing import ApprovalKeys
 from ..storage import StorageConfigError
 from ..wire import (
@@ -80,17 +79,21 @@ def _input_fields(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _check_overrides(workflow_input: AgentWorkflowInput) -> None:
-    """Refuses a model the agent does not allow when this process has the agent registered
-    (a worker's own process, or a client built with the agents); the worker checks it too."""
+def _check_overrides(client: Client, workflow_input: AgentWorkflowInput) -> None:
+    """Refuses a model the agent does not allow when the client knows the agent (connected
+    with `DurableAgentPlugin(agents=[...])`, as a worker's own client is); the worker checks
+    it too."""
     overrides = workflow_input.overrides
     if overrides is None or overrides.model is None:
         return
-    try:
-        registration = registry.get(workflow_input.agent)
-    except UnknownAgentError:
-        return
-    registration.agent_for(overrides)
+    agents = AgentRegistry()
+    for plugin in client.config().get("plugins") or ():
+        if isinstance(plugin, DurableAgentPlugin):
+            for agent in plugin.agents:
+                with contextlib.suppress(AgentNameTaken):
+                    agents.host(agent)
+    if workflow_input.agent in agents:
+        agents.get(workflow_input.agent).agent_for(overrides)
 
 
 class AgentClient:
@@ -188,7 +191,7 @@ class AgentClient:
         )
         if problem := workflow_input.problem():
             raise InvalidInput(problem)
-        _check_overrides(workflow_input)
+        _check_overrides(self.client, workflow_input)
         workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
         try:
             handle = await asyncio.wait_for(

@@ -19,7 +19,7 @@ cannot work out itself (`format`). The invariants:
   continued runs name messages held by earlier runs (`packer`'s offset and digest).
 """
 
-from .caches import HistoryCache, ToolDefinitionsCache, ToolReturnCache
+from .caches import HistoryCache, PayloadCaches, ToolDefinitionsCache, ToolReturnCache
 from .digest import DIGEST_CHARS, EMPTY_DIGEST, HistoryDigest, definitions_digest, extend_digest
 from .format import default_idempotency_key, pack_messages, unpack_messages
 
@@ -28,6 +28,7 @@ __all__ = [
     "EMPTY_DIGEST",
     "HistoryCache",
     "HistoryDigest",
+    "PayloadCaches",
     "ToolDefinitionsCache",
     "ToolReturnCache",
     "default_idempotency_key",

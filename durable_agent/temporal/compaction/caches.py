@@ -12,7 +12,7 @@ the workflow's `toolset_tools` query on a miss.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -24,11 +24,9 @@ from .digest import EMPTY_DIGEST, definitions_digest, extend_digest
 
 __all__ = [
     "HistoryCache",
+    "PayloadCaches",
     "ToolDefinitionsCache",
     "ToolReturnCache",
-    "history_cache",
-    "tool_definitions",
-    "tool_returns",
 ]
 
 PAGE = 200
@@ -225,6 +223,11 @@ class ToolDefinitionsCache:
         return definitions
 
 
-history_cache = HistoryCache()
-tool_returns = ToolReturnCache()
-tool_definitions = ToolDefinitionsCache()
+@dataclass
+class PayloadCaches:
+    """One worker's caches (`WorkerRuntime.caches`): what its activities rebuild packed
+    inputs from. Another worker's are as good as none: a miss reads from the workflow."""
+
+    histories: HistoryCache = field(default_factory=HistoryCache)
+    tool_returns: ToolReturnCache = field(default_factory=ToolReturnCache)
+    tool_definitions: ToolDefinitionsCache = field(default_factory=ToolDefinitionsCache)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from durable_agent import ModelResponse, ToolDefinition, nodes
 
 from ..wire import ModelRequestActivityInput, ToolCallActivityInput
-from .caches import history_cache, tool_definitions, tool_returns
+from .caches import PayloadCaches
 from .digest import extend_digest
 from .format import default_idempotency_key, unpack_messages
 from .legacy_v02 import whole_request
@@ -21,11 +21,12 @@ __all__ = ["remember_answer", "resolve_request", "resolve_tool_call"]
 
 
 async def resolve_request(
-    input: ModelRequestActivityInput, workflow_id: str, run_id: str
+    caches: PayloadCaches, input: ModelRequestActivityInput, workflow_id: str, run_id: str
 ) -> tuple[nodes.ModelRequestInput, str]:
     """The whole request the workflow means, and the digest of its messages (each message
     hashed once: the check of the rebuilt ones gives it)."""
-    prefix, digest = await history_cache.resolve_with_digest(workflow_id, run_id, input.history)
+    histories = caches.histories
+    prefix, digest = await histories.resolve_with_digest(workflow_id, run_id, input.history)
     if input.input is not None:
         request, new, digest = whole_request(input.input, digest)
     else:
@@ -33,14 +34,14 @@ async def resolve_request(
             input.messages,
             previous=prefix[-1] if prefix else None,
             timestamp=input.timestamp,
-            tool_return=lambda call_id: tool_returns.take(workflow_id, call_id),
+            tool_return=lambda call_id: caches.tool_returns.take(workflow_id, call_id),
         )
         through = input.through or ""
         if rebuilt is not None and (whole := extend_digest(digest, rebuilt)).startswith(through):
             new, digest = rebuilt, whole
         else:
             start = len(prefix)
-            new, digest = await history_cache.read_tail(
+            new, digest = await histories.read_tail(
                 workflow_id,
                 run_id,
                 start,
@@ -60,7 +61,7 @@ async def resolve_request(
         )
     update: dict[str, object] = {"messages": [*prefix, *new]}
     if input.toolset_digest is not None:
-        tools: list[ToolDefinition] = await tool_definitions.resolve(
+        tools: list[ToolDefinition] = await caches.tool_definitions.resolve(
             workflow_id, run_id, input.toolset_digest
         )
         update["toolset_tools"] = tools
@@ -68,10 +69,14 @@ async def resolve_request(
 
 
 def remember_answer(
-    workflow_id: str, request: nodes.ModelRequestInput, response: ModelResponse, digest: str
+    caches: PayloadCaches,
+    workflow_id: str,
+    request: nodes.ModelRequestInput,
+    response: ModelResponse,
+    digest: str,
 ) -> None:
     """The history the next request of this run will name: this one's and its answer."""
-    history_cache.store(
+    caches.histories.store(
         workflow_id, [*request.messages, response], extend_digest(digest, [response])
     )
 

@@ -30,12 +30,12 @@ with workflow.unsafe.imports_passed_through():
     from ...state import AgentRunState, RunStatus
     from ...tools import ToolDefinition
     from ..executor import CONTINUE_AS_NEW, TemporalExecutor
+    from ..hosting import hosting
     from ..quota.gate import QuotaGate, quota_priority
     from ..quota.keeper import GRANT_SIGNAL
-    from ..registry import AgentRegistration, registry
+    from ..registry import AgentRegistration
     from ..runner import ActivityNodeRunner, WorkflowIdSource
     from ..search_attributes import AGENT_NAME, FORKED_FROM
-    from ..signing import worker_keys
     from ..tracing import begin_run, traced_sink
     from ..wire import (
         AgentStatusView,
@@ -84,6 +84,7 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: RawInput = None) -> None:
         port = self._port = TemporalPort()
+        self.hosting = hosting()
         self._cost_memo = CostMemo()
         self.input, self._input_problem = read_input(input)
         live = self.live = LiveRun(self.input)
@@ -97,7 +98,7 @@ class AgentWorkflow:
         workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self.events.refuse_publish)
         self.session = Session(self.input, live, port)
         self.decisions = HumanDecisions(
-            live, port, status=self._status, publish=self._publish, keys=worker_keys.get
+            live, port, status=self._status, publish=self._publish, keys=self.hosting.approval_keys
         )
         self.subagents = SubagentRuns(port, self._publish)
         self.subagents.priority = self.input.priority
@@ -114,7 +115,7 @@ class AgentWorkflow:
             self.decisions,
             self.events,
             port,
-            external_storage=registry.external_storage_queues.__contains__,
+            external_storage=self.hosting.external_storage,
         )
         self._approvals = Gate(
             "approval",
@@ -157,6 +158,7 @@ class AgentWorkflow:
         registration = self._registration(input)
         runner = node_runner(registration, input)
         runner.subagent_runs, runner.quota_gate = self.subagents, self.quota
+        runner.quotas, runner.role_split = self.hosting.quotas, self.hosting.role_split
         controller = RunController(
             self._agent(registration, input),
             Driver(
@@ -249,7 +251,7 @@ class AgentWorkflow:
 
     def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
         try:
-            return registry.get(input.agent)
+            return self.hosting.agents.get(input.agent)
         except AgentError as error:
             raise self._failed(error) from error
 

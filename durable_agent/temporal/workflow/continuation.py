@@ -10,7 +10,6 @@ by release 0.1 go on their own way (`legacy_v01`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
@@ -56,7 +55,7 @@ class Chain:
         events: EventStream,
         port: WorkflowPort,
         *,
-        external_storage: Callable[[str], bool],
+        external_storage: bool,
     ) -> None:
         self._live = live
         self._executor = executor
@@ -168,7 +167,7 @@ class Chain:
                 ),
             }
         )
-        if not self._external_storage(self._port.identity().task_queue):
+        if not self._external_storage:
             size = len(continued.model_dump_json())
             if size > CONTINUATION_LIMIT_BYTES:
                 raise ConversationTooLarge(

@@ -42,7 +42,7 @@ class HumanDecisions:
         *,
         status: Callable[[], str],
         publish: Callable[[], None],
-        keys: Callable[[str], ApprovalKeys | None],
+        keys: ApprovalKeys | None,
     ) -> None:
         self._live = live
         self._port = port
@@ -106,7 +106,7 @@ class HumanDecisions:
             tool,
             signal,
             workflow_id=identity.workflow_id,
-            keys=self._keys(identity.task_queue),
+            keys=self._keys,
             now=self._port.now(),
         )
 
