@@ -38,6 +38,7 @@ from temporalio.worker import (
     Interceptor,
     Replayer,
     UnsandboxedWorkflowRunner,
+    Worker,
     WorkerConfig,
 )
 from temporalio.worker.workflow_sandbox import (
@@ -49,6 +50,7 @@ from temporalio.worker.workflow_sandbox import (
 from durable_agent import Agent, AgentBuilder, TestModel
 from durable_agent.temporal import (
     AgentActivityConfig,
+    AgentClient,
     AgentRegistration,
     AgentWorkflow,
     AgentWorkflowInput,
@@ -403,6 +405,32 @@ async def order_client(
         data_converter=DataConverter(payload_codec=codec),
         plugins=[DurableAgentPlugin(agents=[order_agent(name, answer)])],
     )
+
+
+async def test_two_workers_in_one_process_keep_their_own_agents(dev_server: DevServer) -> None:
+    """One process, two workers, one agent name meaning a different agent on each: each run
+    is served by its own worker's agent, cached in its own worker's runtime."""
+    name = unique("twin")
+    first, second = agent_named(name, "from the first"), agent_named(name, "from the second")
+    clients = [
+        await Client.connect(dev_server.address, plugins=[DurableAgentPlugin(agents=[agent])])
+        for agent in (first, second)
+    ]
+    queues = unique("first"), unique("second")
+    async with (
+        Worker(clients[0], task_queue=queues[0]) as one,
+        Worker(clients[1], task_queue=queues[1]) as two,
+    ):
+        runs = [
+            await AgentClient(client, task_queue=queue).start(name, "hi")
+            for client, queue in zip(clients, queues, strict=True)
+        ]
+        results = [await run.result() for run in runs]
+        histories = [runtime_of(w).caches.histories for w in (one, two)]
+        assert runtime_of(one).agents.get(name).agent is first
+        assert runtime_of(two).agents.get(name).agent is second
+    assert [r.output for r in results] == ["from the first", "from the second"]
+    assert histories[0] is not histories[1]
 
 
 async def test_user_worker_hosts_an_agent_as_a_child_workflow(dev_server: DevServer) -> None:
