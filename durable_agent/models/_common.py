@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import ValidationError
@@ -65,7 +65,14 @@ the SDK refuses to build a client without some credential."""
 UNANSWERED_OUTPUT_CALL = "Final result processed."
 UNANSWERED_CALL = "This tool call was not run."
 
-C = TypeVar("C")
+
+class SDKClient(Protocol):
+    """What the official SDKs' clients share that `SDKModel` uses."""
+
+    def with_options(self, *, max_retries: int) -> Any: ...
+
+
+C = TypeVar("C", bound=SDKClient)
 T = TypeVar("T")
 
 
@@ -344,7 +351,11 @@ class SDKModel(Model, Generic[C]):
         self._stream = stream
         self._provider = provider
         self.settings = settings
-        self._given_client = client
+        # A client of the caller's keeps its settings and connection pool, but never its
+        # own retry loop, for the reason above.
+        self._given_client: C | None = (
+            client.with_options(max_retries=0) if client is not None else None
+        )
         self._client: C | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
 

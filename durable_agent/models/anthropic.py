@@ -105,7 +105,7 @@ class AnthropicModel(SDKModel[Any]):
             model_name,
             api_key=api_key,
             base_url=base_url,
-            client=client.with_options(max_retries=0) if client is not None else None,
+            client=client,
             stream=stream,
             provider=provider,
             settings=settings,

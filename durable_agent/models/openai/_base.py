@@ -54,9 +54,7 @@ class OpenAIBase(SDKModel[AsyncOpenAI]):
             model_name,
             api_key=api_key,
             base_url=base_url,
-            # A client of the caller's keeps its settings and connection pool, but never
-            # its own retry loop, for the same reason ours has none.
-            client=client.with_options(max_retries=0) if client is not None else None,
+            client=client,
             stream=stream,
             provider=provider,
             settings=settings,
