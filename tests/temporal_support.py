@@ -48,6 +48,15 @@ async def connect(address: str) -> Client:
 W = TypeVar("W", Worker, Replayer)
 
 
+async def client_knowing(client: Client, *names: str) -> Client:
+    """A client of the same server connected with the named agents of `registry`, as a
+    worker's own client is: it checks a run's model against them before starting it."""
+    agents = [registry.get(name).agent for name in names]
+    return await Client.connect(
+        client.service_client.config.target_host, plugins=[DurableAgentPlugin(agents=agents)]
+    )
+
+
 def hosting_registry(worker: W) -> W:
     """`worker`, hosting the live `registry` (agents registered later included, as tests
     do) besides what its plugins listed."""

@@ -36,7 +36,7 @@ from durable_agent.temporal.client import AgentRunError, RunFailed
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.search_attributes import FORKED_FROM
 from durable_agent.temporal.wire import ResumeFrom
-from tests.temporal_support import registry
+from tests.temporal_support import client_knowing, registry
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .temporal_support import activity_summaries, fast_activity, new_worker, unique
@@ -235,12 +235,13 @@ async def test_fork_with_another_model_settings_and_instructions(client: Client)
         )
         result = await fork.result()
         records = [record async for record in fork.stream()]
-        # A name the agent does not allow is refused before anything starts (this process
-        # has the agent registered; a worker refuses it too, tests/test_provider_workflows.py).
+        # A name the agent does not allow is refused before anything starts by a client that
+        # knows the agent (a worker refuses it too, tests/test_provider_workflows.py).
+        knowing = AgentClient(await client_knowing(client, name), task_queue=worker.task_queue)
         with pytest.raises(
             InvalidInput, match=r"no allowed model named 'huge' \(allowed: strong\)"
         ):
-            await source.fork(6, model="huge")
+            await knowing.get(source.id).fork(6, model="huge")
 
     assert result.output == "Strong model says: it is sunny in Paris."
     assert [r.seq for r in records] == list(range(len(records)))
