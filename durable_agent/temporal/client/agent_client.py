@@ -179,9 +179,10 @@ class AgentClient:
         `approval_timeout_seconds`, `conversation_id`, `message_history`, `metadata`, ...);
         an unknown one raises TypeError, one out of range `InvalidInput` (before anything is
         started). The workflow id defaults to `agent-NAME-XXXXXXXX`. `model` runs it on
-        another of the agent's `allowed_models`, by name: where the client was connected with
-        the agent (`DurableAgentPlugin(agents=[...])`) an unknown name raises `InvalidInput` here, and on the worker it fails
-        the run at once, before any model request.
+        another of the agent's `allowed_models`, by name: where the client was connected
+        with the agent (`DurableAgentPlugin(agents=[...])`) an unknown name raises
+        `InvalidInput` here, and on the worker it fails the run at once, before any model
+        request.
         """
         if model is not None:
             overrides = AgentOverrides.model_validate(input_fields.get("overrides") or {})
