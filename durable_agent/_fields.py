@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["WIRE_CONFIG", "omit_empty", "omit_none", "shallow_copy", "trusted"]
+__all__ = ["WIRE_CONFIG", "omit_empty", "omit_none", "replaced", "shallow_copy", "trusted"]
 
 WIRE_CONFIG = ConfigDict(extra="allow", validate_assignment=False, populate_by_name=True)
 """Unknown fields are kept so that data written by a newer starweaver survives a round trip."""
@@ -67,6 +67,15 @@ def shallow_copy(model: M) -> M:
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
     _set_extra(copy, None if extra is None else extra.copy())
     _set_private(copy, None if private is None else private.copy())
+    return copy
+
+
+def replaced(model: M, /, **changes: Any) -> M:
+    """`model.model_copy(update=changes)` for values that are already what the fields hold
+    (a response stamped with the run's own ids), without pydantic's generic copy path."""
+    copy = shallow_copy(model)
+    copy.__dict__.update(changes)
+    copy.__pydantic_fields_set__.update(changes)
     return copy
 
 

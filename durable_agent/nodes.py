@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from . import telemetry
-from ._fields import trusted
+from ._fields import replaced, trusted
 from .errors import (
     ApprovalRequired,
     CallDeferred,
@@ -140,13 +140,12 @@ async def model_request(
             response = await model.request(messages, params)
         response = price_response(response, model, input.timestamp)
         span.record(response)
-    return response.model_copy(
-        update={
-            "parts": unique_tool_call_ids(response.parts, input.run_step + 1),
-            "run_id": input.run_id,
-            "conversation_id": input.conversation_id,
-            "timestamp": input.timestamp,
-        }
+    return replaced(
+        response,
+        parts=unique_tool_call_ids(response.parts, input.run_step + 1),
+        run_id=input.run_id,
+        conversation_id=input.conversation_id,
+        timestamp=input.timestamp,
     )
 
 
@@ -231,7 +230,13 @@ async def _tool_call(
         retry=False,
         metadata=_duration(started),
     )
-    return ToolReturned(tool_return=limit_tool_result(agent, tool_return))
+    return trusted(
+        ToolReturned,
+        kind="return",
+        tool_return=limit_tool_result(agent, tool_return),
+        toolset_changed=False,
+        usage=None,
+    )
 
 
 def _stopped(

@@ -69,6 +69,8 @@ def price_response(response: ModelResponse, model: Model, timestamp: str | None)
     if response.usage.cost is not None:
         return response
     provider: Any = getattr(response, "provider_name", None) or model.provider
+    if not provider:
+        return response  # nothing to look its price up by (e.g. TestModel)
     at = _parse(timestamp)
     cost = price(provider, response.model_name or model.model_name, response.usage, at=at)
     if cost is None and response.model_name and response.model_name != model.model_name:

@@ -21,9 +21,9 @@ import json
 import os
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
@@ -259,7 +259,29 @@ class ChatSpan:
         span.set_attributes(values)
 
 
-@contextmanager
+class _Silent:
+    """What `chat_span` and `tool_span` give when spans would go nowhere: one object for
+    every call, its own context manager, recording nothing (a step pays for no generator
+    and no span)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def record(self, result: object) -> None:
+        return None
+
+
+class _NoChatSpan(_Silent, ChatSpan):
+    def __init__(self) -> None:
+        ChatSpan.__init__(self, trace.INVALID_SPAN, {})
+
+
+_NO_CHAT_SPAN = _NoChatSpan()
+
+
 def chat_span(
     agent_name: str,
     model_name: str,
@@ -267,11 +289,21 @@ def chat_span(
     messages: Sequence[ModelMessage],
     *,
     settings: Any = None,
-) -> Iterator[ChatSpan]:
+) -> AbstractContextManager[ChatSpan]:
     """`chat {model}` around one model request, and its two metrics."""
     if not _enabled():
-        yield ChatSpan(trace.INVALID_SPAN, {})
-        return
+        return _NO_CHAT_SPAN
+    return _chat_span(agent_name, model_name, provider, messages, settings)
+
+
+@contextmanager
+def _chat_span(
+    agent_name: str,
+    model_name: str,
+    provider: str | None,
+    messages: Sequence[ModelMessage],
+    settings: Any,
+) -> Iterator[ChatSpan]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model_name,
@@ -352,12 +384,23 @@ class ToolSpan:
             span.set_attribute("gen_ai.tool.call.result", _text(tool_return.content))
 
 
-@contextmanager
-def tool_span(agent_name: str, input: ToolCallInput) -> Iterator[ToolSpan]:
+class _NoToolSpan(_Silent, ToolSpan):
+    def __init__(self) -> None:
+        ToolSpan.__init__(self, trace.INVALID_SPAN)
+
+
+_NO_TOOL_SPAN = _NoToolSpan()
+
+
+def tool_span(agent_name: str, input: ToolCallInput) -> AbstractContextManager[ToolSpan]:
     """`execute_tool {tool}` around one run of a tool."""
     if not _enabled():
-        yield ToolSpan(trace.INVALID_SPAN)
-        return
+        return _NO_TOOL_SPAN
+    return _tool_span(agent_name, input)
+
+
+@contextmanager
+def _tool_span(agent_name: str, input: ToolCallInput) -> Iterator[ToolSpan]:
     call = input.call
     kind = "function" if input.toolset_tool is None else "extension"
     attributes = tool_attributes(agent_name, call.name, call.id, kind)

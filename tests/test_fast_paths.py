@@ -19,7 +19,7 @@ from packaging.version import Version
 from pydantic import BaseModel
 
 from durable_agent import Usage
-from durable_agent._fields import shallow_copy, trusted
+from durable_agent._fields import replaced, shallow_copy, trusted
 from durable_agent.messages import ToolCall
 from durable_agent.state import AgentRunState
 
@@ -94,3 +94,12 @@ def test_pyproject_allows_only_verified_pydantic_releases() -> None:
     assert next_minor not in allowed, f"{spec} allows {next_minor}, which nothing verified"
     for minor in VERIFIED_MINORS:
         assert Version(minor) in allowed or Version(f"{minor}.1") in allowed, (spec, minor)
+
+
+def test_replaced_is_a_model_copy_with_an_update() -> None:
+    call = ToolCall(id="c1", name="deploy", arguments={"env": "prod"})
+    update = {"id": "c2", "arguments": {"env": "dev"}}
+    copy = replaced(call, **update)
+    assert _state(copy) == _state(call.model_copy(update=update))
+    assert copy.model_fields_set is not call.model_fields_set
+    assert call.id == "c1"

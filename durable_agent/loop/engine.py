@@ -56,6 +56,7 @@ from ..stream import AgentStreamRecord, StreamKind, response_view
 from ..subagents import PARENT_RUN_ID, PARENT_TOOL_CALL_ID, SubagentResume
 from ..tools import ToolDefinition
 from ..toolsets import ToolsetListing, ToolsetTool
+from ..trace_context import TraceContext
 from ..usage import Usage
 
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ N = AgentExecutionNode
 
 def _error_kind(exc: BaseException) -> str:
     return exc.kind if isinstance(exc, AgentError) else type(exc).__name__
+
+
+_ONE_REQUEST = Usage(requests=1)
+"""What a model that does not count its requests is counted for (usage is never changed)."""
 
 
 class AgentLoop(ToolSteps):
@@ -109,6 +114,7 @@ class AgentLoop(ToolSteps):
             metadata.get(PARENT_TOOL_CALL_ID),
         )
         """A sub-agent's run names its parent run and call in each checkpoint's metadata."""
+        self._metadata: tuple[TraceContext | None, AgentCheckpointMetadata] | None = None
 
     # -- stream and boundaries -------------------------------------------------------------
 
@@ -154,14 +160,24 @@ class AgentLoop(ToolSteps):
             run_step=state.run_step,
             resume=AgentResumeEvidence.from_state(state, node, stream_cursor),
             state=view,
-            metadata=trusted(
-                AgentCheckpointMetadata,
-                span_id=state.trace_context.span_id if state.trace_context else None,
-                trace_id=state.trace_context.trace_id if state.trace_context else None,
-                parent_run_id=self._parent[0],
-                parent_tool_call_id=self._parent[1],
-            ),
+            metadata=self._checkpoint_metadata(state.trace_context),
         )
+
+    def _checkpoint_metadata(self, trace_context: TraceContext | None) -> AgentCheckpointMetadata:
+        """One metadata model for the checkpoints of a run while its trace stays the same
+        (checkpoints, like messages, are never changed), instead of one per boundary."""
+        kept = self._metadata
+        if kept is not None and kept[0] is trace_context:
+            return kept[1]
+        metadata = trusted(
+            AgentCheckpointMetadata,
+            span_id=trace_context.span_id if trace_context else None,
+            trace_id=trace_context.trace_id if trace_context else None,
+            parent_run_id=self._parent[0],
+            parent_tool_call_id=self._parent[1],
+        )
+        self._metadata = trace_context, metadata
+        return metadata
 
     def _add_message(self, message: ModelMessage) -> None:
         """Appends to the conversation, in place unless a checkpoint still holds the list.
@@ -340,12 +356,20 @@ class AgentLoop(ToolSteps):
             metadata={},
         )
         self._add_message(request)
-        state.pending_steering = []
-        state.pending_prompt = None
-        state.pending_tool_calls = []
-        state.pending_tool_returns = []
-        state.pending_retry_prompts = []
-        state.active_tool_call_id = None
+        # The request took them all; only what holds something is emptied (each assignment
+        # goes through pydantic's __setattr__).
+        if state.pending_steering:
+            state.pending_steering = []
+        if state.pending_prompt is not None:
+            state.pending_prompt = None
+        if state.pending_tool_calls:
+            state.pending_tool_calls = []
+        if state.pending_tool_returns:
+            state.pending_tool_returns = []
+        if state.pending_retry_prompts:
+            state.pending_retry_prompts = []
+        if state.active_tool_call_id is not None:
+            state.active_tool_call_id = None
         return N.BEFORE_MODEL_REQUEST
 
     async def _request_model(self) -> AgentExecutionNode:
@@ -368,7 +392,7 @@ class AgentLoop(ToolSteps):
             ),
             self._delta_sink(step),
         )
-        usage = response.usage if response.usage.requests else response.usage.add(Usage(requests=1))
+        usage = response.usage if response.usage.requests else response.usage.add(_ONE_REQUEST)
         self.emit_built(
             "model_response",
             N.BEFORE_MODEL_REQUEST,

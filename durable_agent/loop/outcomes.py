@@ -129,9 +129,9 @@ class OutcomeSteps:
 
     def _drop_approval(self, call_id: str) -> None:
         state = self.state
-        state.pending_approval_tool_returns = [
-            a for a in state.pending_approval_tool_returns if a.tool_call_id != call_id
-        ]
+        pending = state.pending_approval_tool_returns
+        if any(a.tool_call_id == call_id for a in pending):
+            state.pending_approval_tool_returns = [a for a in pending if a.tool_call_id != call_id]
 
     def _deny(self, approval: PendingToolApproval, decision: ToolApprovalDecision) -> None:
         self._drop_approval(approval.tool_call_id)
