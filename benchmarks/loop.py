@@ -6,15 +6,24 @@ and a full collection; the lengths take turns, so the machine's drift hits both 
 
 `test` is TestModel's script; `unscripted` works each response out from the conversation's
 length, holding no script, as a real model client holds none.
+
+Timings on a shared machine swing by tens of percent between minutes, more than a change to
+the loop moves them. So the loop is also counted in instructions, under valgrind's callgrind
+when it is installed: a run of N steps minus a run of `BASE_STEPS`, over N - BASE_STEPS, is
+what a step costs, start-up cancelled out, the same on any quiet or busy minute (garbage
+collection included: the count grows with the run's length only if the loop's work does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import re
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.harness import ROOT, log, median, ratio
@@ -94,6 +103,43 @@ def timing(steps: int, model_name: str) -> float:
     return float(out)
 
 
+BASE_STEPS = 100
+"""The run whose instructions are subtracted: start-up, imports and the warm-up run."""
+
+
+def instructions(steps: int, model_name: str) -> int:
+    """Instructions a `steps`-step run's process executes, counted by callgrind."""
+    command = [
+        *("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"),
+        *(sys.executable, "-m", "benchmarks.loop", str(steps), model_name),
+    ]
+    done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def counted(
+    lengths: Sequence[int], base: int, models: Sequence[str] = ("test", "unscripted")
+) -> dict[str, Any] | None:
+    """Instructions a step at each length, per model (and the longest length's over the
+    shortest's); None without valgrind."""
+    if shutil.which("valgrind") is None:
+        log("  loop instructions: valgrind is not installed, skipped")
+        return None
+    out: dict[str, Any] = {}
+    for name in models:
+        start = instructions(base, name)
+        per_step = {
+            str(steps): (instructions(steps, name) - start) / (steps - base) for steps in lengths
+        }
+        short, long = per_step[str(min(lengths))], per_step[str(max(lengths))]
+        out[name] = {"per_step": per_step, f"{max(lengths)}/{min(lengths)}": ratio(long, short)}
+        log(f"  loop {name}: {per_step} instructions a step")
+    return {"base_steps": base, "models": out}
+
+
 def measure(quick: bool) -> dict[str, Any]:
     lengths, repeats = ((200, 1000), 3) if quick else ((1000, 5000), 11)
     out: dict[str, Any] = {}
@@ -110,7 +156,13 @@ def measure(quick: bool) -> dict[str, Any]:
             f"{long}/{short}": ratio(medians[long], medians[short]),
         }
         log(f"  loop {name}: {medians}")
-    return {"lengths": list(lengths), "repeats": repeats, "models": out}
+    return {
+        "lengths": list(lengths),
+        "repeats": repeats,
+        "models": out,
+        # A counted run takes half a minute of start-up under callgrind: not in --quick.
+        "instructions": None if quick else counted(lengths, BASE_STEPS),
+    }
 
 
 if __name__ == "__main__":

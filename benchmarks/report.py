@@ -69,6 +69,30 @@ def summary(m: dict[str, Any]) -> list[str]:
             loop_rows,
         )
         head += ["Goal: ≤ 150 µs a step, within 10% between the lengths.", ""]
+        counts = lp.get("instructions")
+        if counts:
+            head += table(
+                [
+                    "in-process loop, model",
+                    f"instructions/step, {short}",
+                    f"instructions/step, {long}",
+                    f"{long}/{short}",
+                ],
+                [
+                    [
+                        name,
+                        r["per_step"][str(short)],
+                        r["per_step"][str(long)],
+                        r[f"{long}/{short}"],
+                    ]
+                    for name, r in counts["models"].items()
+                ],
+            )
+            head += [
+                f"Counted by callgrind: a run of N steps minus one of {counts['base_steps']}, "
+                "over the difference; the same on a busy minute as on a quiet one.",
+                "",
+            ]
     if "quota" in m:
         q = m["quota"]
         head += table(

@@ -19,6 +19,16 @@ ROOT = Path(__file__).parent.parent
 pytestmark = pytest.mark.timeout(300)
 
 
+def test_the_loop_is_counted_in_instructions_a_step() -> None:
+    """Two runs under callgrind (half a minute each): the difference over the steps between
+    them is what a step costs."""
+    counts = loop.counted([30], 20, models=["test"])
+    assert counts is not None, "valgrind is installed here (scripts/test installs it)"
+    per_step = counts["models"]["test"]["per_step"]["30"]
+    assert 100_000 < per_step < 100_000_000, per_step
+    assert counts["models"]["test"]["30/30"] == 1.0
+
+
 @pytest.mark.parametrize("model", ["test", "unscripted"])
 def test_a_loop_run_makes_every_lookup_with_either_model(model: str) -> None:
     elapsed, checkpoints = asyncio.run(loop.one_run(7, model))
