@@ -546,6 +546,14 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
             again = await _cli(
                 capsys, dev_server, queue, "fork", fork.id, "--id", f"{fork.id}-again"
             )
+            # The fork of the fork has loaded its checkpoint before its source ends: read from
+            # a run being terminated at that moment, the lookup can come back empty (seen
+            # under load; to be found out, see the closing note of 2026-12-03).
+            forked_again = agents.get(f"{fork.id}-again")
+            for _ in range(200):
+                if (await forked_again.status()).status == "waiting":
+                    break
+                await asyncio.sleep(0.05)
             await fork.handle.terminate("testing retry")
             retried = await _cli(capsys, dev_server, queue, "retry", fork.id)
             retried_run = agents.get(retried[1].strip())
