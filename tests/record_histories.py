@@ -1,13 +1,15 @@
 """Records the histories that test_replay.py replays.
 
-    python -m tests.record_histories
+    python -m tests.record_histories [NAME ...]
 
-Run it after a deliberate, versioned change to the workflow; commit the JSON files.
+Run it after a deliberate, versioned change to the workflow; commit the JSON files. With
+names, only those histories are written (the others keep the release that recorded them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -31,7 +33,7 @@ async def wait_status(handle: object, status: str) -> None:
     raise TimeoutError(status)
 
 
-async def record() -> None:
+async def record(names: list[str]) -> None:
     register_replay_agents()
     HISTORIES.mkdir(exist_ok=True)
     directory = Path(tempfile.mkdtemp())
@@ -82,11 +84,26 @@ async def record() -> None:
                 await approval.result()
                 runs["approved" if verdict else "denied"] = approval
 
+            local = await client.start_workflow(
+                AgentWorkflow.run,
+                AgentWorkflowInput(agent="replay-deployer-local", prompt="ship"),
+                id=f"replay-local-{uuid.uuid4().hex[:6]}",
+                task_queue=worker.task_queue,
+            )
+            await wait_status(local, "waiting")
+            await local.signal(
+                AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
+            )
+            await local.result()
+            runs["local_activities"] = local
+
             for label, handle in runs.items():
+                if names and label not in names:
+                    continue
                 history = await handle.fetch_history()
                 (HISTORIES / f"{label}.json").write_text(history.to_json())
                 print(f"recorded {label}: {len(history.events)} events")
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record(sys.argv[1:]))

@@ -7,6 +7,7 @@ issues makes `test_replay.py` fail: that is the point.
 from __future__ import annotations
 
 from durable_agent import AgentBuilder, TestModel
+from durable_agent.temporal import AgentActivityConfig
 from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
@@ -49,3 +50,17 @@ def register_replay_agents() -> None:
     ]
     for agent in agents:
         registry.register(agent, replace=True)
+    # the deployer again, its quick nodes as local activities
+    deployer = (
+        AgentBuilder(
+            TestModel.with_responses(
+                [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
+            )
+        )
+        .name("replay-deployer-local")
+        .tool(deploy)
+        .approval_required_tools(["deploy"])
+        .build()
+    )
+    local = AgentActivityConfig(local_activities=("prepare_model_request", "validate_output"))
+    registry.register(deployer, local, replace=True)

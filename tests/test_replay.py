@@ -40,7 +40,7 @@ def history_id(path: Path) -> str:
 
 def test_histories_are_recorded() -> None:
     names = {path.stem for path in HISTORIES if path.parent == HISTORY_DIR}
-    assert {"tool_run", "suspend_resume", "approved", "denied"} <= names
+    assert {"tool_run", "suspend_resume", "approved", "denied", "local_activities"} <= names
 
 
 @pytest.mark.parametrize("release", sorted(RELEASES))

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityConfig
+from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
 from ..agent import Agent
 from ..errors import UnknownAgentError, UserError
@@ -27,12 +27,21 @@ __all__ = [
     "AgentNameTaken",
     "AgentRegistration",
     "AgentRegistry",
+    "LocalNode",
     "NodeActivity",
 ]
 
 NodeActivity = Literal[
     "prepare_model_request", "model_request", "list_tools", "tool_call", "validate_output"
 ]
+
+LocalNode = Literal["prepare_model_request", "validate_output"]
+"""The nodes that may run as local activities: they do no I/O of their own (rendering
+instructions, validating output), so a worker's restart costs them nothing worth a task of
+their own."""
+LOCAL_NODES: tuple[LocalNode, ...] = ("prepare_model_request", "validate_output")
+_LOCAL_OPTIONS = LocalActivityConfig.__required_keys__ | LocalActivityConfig.__optional_keys__
+"""What `workflow.execute_local_activity` takes."""
 
 _RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -92,6 +101,14 @@ class AgentActivityConfig:
     to the workflow (the first delta goes at once). Each batch is one signal and a workflow
     task in history (~4 events, ~0.5 kB), so this trades how smoothly text appears against
     how fast history grows while the model writes."""
+    local_activities: tuple[LocalNode, ...] = ()
+    """Nodes that run as local activities (`prepare_model_request`, `validate_output`): on
+    the worker that runs the workflow task, recorded as a marker, without a task of their
+    own on the server. A run saves two activity tasks and two workflow tasks; in exchange
+    the Web UI shows them as markers, not activities, their options are only those of
+    `temporalio.workflow.LocalActivityConfig`, and a crash mid-node reruns it from the
+    last workflow task. A run records the kind of each node's first run and keeps it,
+    so changing this with runs in flight is safe: a waiting run replays as it ran."""
 
     def __post_init__(self) -> None:
         for where, config in self._named():
@@ -104,6 +121,24 @@ class AgentActivityConfig:
             raise UserError(
                 f"delta_flush_interval must be above 0, got {self.delta_flush_interval}"
             )
+        if isinstance(self.local_activities, str):
+            object.__setattr__(self, "local_activities", (self.local_activities,))
+        object.__setattr__(self, "local_activities", tuple(self.local_activities))
+        for node in self.local_activities:
+            if node not in LOCAL_NODES:
+                raise UserError(
+                    f"AgentActivityConfig local_activities: {node!r} cannot run as a local "
+                    f"activity; only {', '.join(LOCAL_NODES)} can (the others do I/O and "
+                    "may run long)"
+                )
+            remote = sorted(set(getattr(self, node)) - _LOCAL_OPTIONS)
+            if remote:
+                raise UserError(
+                    f"AgentActivityConfig {node}: {', '.join(map(repr, remote))} cannot be set "
+                    "for a node in local_activities (local activities take only "
+                    f"{', '.join(sorted(_LOCAL_OPTIONS))}); remove it or run the node as an "
+                    "activity"
+                )
         if self.max_concurrent_tool_activities < 1:
             raise UserError(
                 "max_concurrent_tool_activities must be at least 1, got "
@@ -129,6 +164,12 @@ class AgentActivityConfig:
         if tool is not None:
             merged.update(self.tools.get(tool, {}))
         return merged
+
+    def local_options(self, node: LocalNode) -> dict[str, Any]:
+        """The `execute_local_activity` keyword arguments for one node: its options, less
+        those only activities take (a run that started with the node local keeps it local
+        even if the node's options change to ones it cannot take)."""
+        return {k: v for k, v in self.options(node).items() if k in _LOCAL_OPTIONS}
 
 
 OVERRIDDEN_AGENTS_KEPT = 64

@@ -42,7 +42,7 @@ from durable_agent.toolsets import ToolsetListing
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
-from .registry import AgentRegistration
+from .registry import AgentRegistration, LocalNode
 from .roles import Role, role_queue
 
 if TYPE_CHECKING:
@@ -85,6 +85,13 @@ FALLBACK_PATCH = "durable-agent-fallback-model"
 that never scheduled a second member's activity replays them as it recorded them."""
 
 
+LOCAL_PATCH_PREFIX = "durable-agent-local-"
+"""With the node's name: marks the runs whose `prepare_model_request` / `validate_output`
+run as local activities (`AgentActivityConfig.local_activities`). A run decides once per
+node, at the node's first run, and the marker keeps that decision on every replay, whatever
+the replaying worker's options say."""
+
+
 def _falls_back(error: ActivityError) -> bool:
     """Whether a member's activity failed in a way the next model may fix: after its retry
     policy gave up on errors a retry could have fixed (429, 5xx, lost connections,
@@ -115,9 +122,15 @@ async def _execute(
     summary: str,
     options: dict[str, Any],
     node: str,
+    local: bool = False,
 ) -> Any:
-    """Schedules one node activity; a final failure becomes `NodeActivityFailed`."""
+    """Schedules one node activity (or local activity); a final failure becomes
+    `NodeActivityFailed`."""
     try:
+        if local:
+            return await workflow.execute_local_activity(
+                activity, arg, result_type=result_type, summary=summary, **options
+            )
         return await workflow.execute_activity(
             activity, arg, result_type=result_type, summary=summary, **options
         )
@@ -168,6 +181,7 @@ class ActivityNodeRunner:
         """Set by the workflow from its worker's `Hosting`: the quotas of this task queue."""
         self.role_split = False
         """Set likewise: model and tool activities go to the role workers' queues."""
+        self._local: dict[LocalNode, bool] = {}
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
         """A child workflow per call (`workflow.subagents`), started by the workflow that
@@ -179,14 +193,34 @@ class ActivityNodeRunner:
         """The digest of the whole conversation so far (for continue-as-new)."""
         return self.packer.digest_of(messages)
 
+    def _runs_locally(self, node: LocalNode) -> bool:
+        """Whether this run's `node` is a local activity: decided at its first call, and
+        recorded (a patch marker) when it is, so a replay decides the same whatever the
+        replaying worker's `local_activities` say."""
+        local = self._local.get(node)
+        if local is None:
+            patch = LOCAL_PATCH_PREFIX + node
+            if node in self.config.local_activities:
+                local = workflow.patched(patch)
+            else:
+                # not asked for: only a run that recorded it runs it so
+                local = workflow.unsafe.is_replaying() and workflow.patched(patch)
+            self._local[node] = local
+        return local
+
+    def _quick_options(self, node: LocalNode, local: bool) -> dict[str, Any]:
+        return self.config.local_options(node) if local else self.config.options(node)
+
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
+        local = self._runs_locally("prepare_model_request")
         request: ModelRequest = await _execute(
             "prepare_model_request",
             PrepareActivityInput(agent=self.name, input=input, overrides=self.overrides),
             ModelRequest,
             summary=f"prepare_model_request · step {input.run_step}",
-            options=self.config.options("prepare_model_request"),
+            options=self._quick_options("prepare_model_request", local),
             node="prepare_model_request",
+            local=local,
         )
         return request
 
@@ -323,12 +357,14 @@ class ActivityNodeRunner:
         return self.packer.tool_outcome(outcome.root, input)
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
+        local = self._runs_locally("validate_output")
         validated: _OutputOutcomeResult = await _execute(
             "validate_output",
             ValidateOutputActivityInput(agent=self.name, input=input),
             _OutputOutcomeResult,
             summary=f"validate_output · step {input.run_step}",
-            options=self.config.options("validate_output"),
+            options=self._quick_options("validate_output", local),
             node="validate_output",
+            local=local,
         )
         return validated.root

@@ -1,0 +1,194 @@
+"""`AgentActivityConfig(local_activities=...)`: the quick nodes as local activities.
+
+A run gives the same result, checkpoints and stream either way; its history records the two
+nodes as markers instead of activity tasks. The option can be turned on or off while runs
+wait: each run keeps the kind it started with, on a real server, through a replay by a
+worker configured the other way: each node keeps the kind of its first run in the run.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.workflow import ActivityConfig
+
+from durable_agent import AgentBuilder, TestModel, UserError
+from durable_agent.temporal import (
+    AgentActivityConfig,
+    AgentWorkflow,
+    ApprovalSignal,
+)
+
+from .helpers import CallLog, call, text_response, tool_response
+from .temporal_support import (
+    new_replayer,
+    new_worker,
+    registry,
+    start_agent,
+    unique,
+    wait_for_status,
+)
+
+LOCAL = AgentActivityConfig(local_activities=("prepare_model_request", "validate_output"))
+
+
+def scheduled(history: WorkflowHistory) -> list[str]:
+    """The activity types scheduled as activity tasks, in order."""
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+def local_markers(history: WorkflowHistory) -> int:
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    )
+
+
+def deploying_agent(log: CallLog, activities: AgentActivityConfig | None = None) -> str:
+    def deploy(env: str) -> str:
+        log.record("deploy", env=env)
+        return f"deployed to {env}"
+
+    model = TestModel.with_responses(
+        [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
+    )
+    name = unique("local")
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"])
+    registry.register(agent.build(), activities)
+    return name
+
+
+# -- options ---------------------------------------------------------------------------------
+
+
+def test_only_the_quick_nodes_can_run_locally() -> None:
+    with pytest.raises(UserError, match=r"'model_request' cannot run as a local activity"):
+        AgentActivityConfig(local_activities=("model_request",))  # type: ignore[arg-type]
+
+
+def test_a_local_node_refuses_options_only_activities_take() -> None:
+    with pytest.raises(UserError, match=r"prepare_model_request: 'heartbeat_timeout'"):
+        AgentActivityConfig(
+            prepare_model_request=ActivityConfig(heartbeat_timeout=timedelta(seconds=5)),
+            local_activities=("prepare_model_request",),
+        )
+
+
+def test_one_node_name_is_read_as_one_node_and_local_options_keep_only_what_they_take() -> None:
+    config = AgentActivityConfig(
+        validate_output=ActivityConfig(start_to_close_timeout=timedelta(seconds=7)),
+        local_activities="validate_output",  # type: ignore[arg-type]
+    )
+    assert config.local_activities == ("validate_output",)
+    options = config.local_options("validate_output")
+    assert options["start_to_close_timeout"] == timedelta(seconds=7)
+    assert "retry_policy" in options
+    # a node the run decided to run locally keeps only the local options of its config
+    assert set(
+        AgentActivityConfig(
+            prepare_model_request=ActivityConfig(task_queue="elsewhere")
+        ).local_options("prepare_model_request")
+    ) == {"start_to_close_timeout", "retry_policy"}
+
+
+# -- on a server -----------------------------------------------------------------------------
+
+
+async def test_local_nodes_give_the_same_run_with_two_tasks_fewer(client: Client) -> None:
+    names = {
+        "activities": deploying_agent(CallLog()),
+        "local": deploying_agent(CallLog(), LOCAL),
+    }
+    runs: dict[str, Any] = {}
+    async with new_worker(client) as worker:
+        for kind, name in names.items():
+            handle = await start_agent(client, worker, name, "ship it")
+            await wait_for_status(handle, "waiting")
+            await handle.signal(
+                AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
+            )
+            result = await handle.result()
+            checkpoints = await handle.query(AgentWorkflow.checkpoints)
+            runs[kind] = (result, checkpoints, await handle.fetch_history())
+    (regular, regular_marks, regular_history) = runs["activities"]
+    (local, local_marks, local_history) = runs["local"]
+    assert (local.output, local.status, local.run_step) == (
+        regular.output,
+        regular.status,
+        regular.run_step,
+    )
+    assert [c.node for c in local_marks.checkpoints] == [c.node for c in regular_marks.checkpoints]
+    assert scheduled(regular_history) == [
+        "prepare_model_request",
+        "model_request",
+        "tool_call",
+        "model_request",
+        "validate_output",
+    ]
+    assert scheduled(local_history) == ["model_request", "tool_call", "model_request"]
+    assert local_markers(local_history) == 2
+    assert local_markers(regular_history) == 0
+    workflow_tasks = [
+        sum(1 for e in h.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        for h in (regular_history, local_history)
+    ]
+    assert workflow_tasks[1] < workflow_tasks[0], workflow_tasks
+    # a replayer configured either way replays both
+    for activities in (AgentActivityConfig(), LOCAL):
+        for name in names.values():
+            registry.register(registry.get(name).agent, activities, replace=True)
+        for history in (regular_history, local_history):
+            await new_replayer().replay_workflow(history)
+
+
+@pytest.mark.parametrize("started_local", [True, False], ids=["turned-off", "turned-on"])
+async def test_a_waiting_run_keeps_its_kind_when_the_option_changes(
+    client: Client, started_local: bool
+) -> None:
+    log = CallLog()
+    before, after = (
+        (LOCAL, AgentActivityConfig()) if started_local else (AgentActivityConfig(), LOCAL)
+    )
+    name = deploying_agent(log, before)
+    async with new_worker(client) as worker:
+        queue = worker.task_queue
+        handle = await start_agent(client, worker, name, "ship it")
+        await wait_for_status(handle, "waiting")
+    registry.register(registry.get(name).agent, after, replace=True)
+    # a new worker has none of the run cached: it replays the run from its start
+    async with new_worker(client, task_queue=queue):
+        await handle.signal(
+            AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
+        )
+        result = await handle.result()
+    assert result.output == "finished"
+    assert log.calls == [("deploy", {"env": "prod"})]
+    history = await handle.fetch_history()
+    # each node keeps the kind of its first run; validate_output, first run after the
+    # change, takes the new one
+    if started_local:
+        assert scheduled(history) == [
+            "model_request",
+            "tool_call",
+            "model_request",
+            "validate_output",
+        ]
+    else:
+        assert scheduled(history) == [
+            "prepare_model_request",
+            "model_request",
+            "tool_call",
+            "model_request",
+        ]
+    assert local_markers(history) == 1
+    await new_replayer().replay_workflow(history)
