@@ -189,12 +189,13 @@ class Session:
         log(f"{kind} worker: pid {worker.pid}, task queue {queue}")
         return worker
 
-    async def pair(self, *args: str) -> dict[str, WorkerProcess]:
-        """A's worker and B's, each warmed up by a 2-step run (imports, sandbox setup)."""
+    async def pair(self, *args: str, kinds: Sequence[str] = ("A", "B")) -> dict[str, WorkerProcess]:
+        """A worker for each side of `kinds` (A's, L's, B's), each warmed up by a 2-step
+        run (imports, sandbox setup)."""
         from benchmarks import workload
 
-        a, b = await asyncio.gather(self.worker("agent", *args), self.worker("bare", *args))
-        pair = {"A": a, "B": b}
+        started = await asyncio.gather(*(self.worker(WORKERS[k], *args) for k in kinds))
+        pair = dict(zip(kinds, started, strict=True))
         for kind, worker in pair.items():
             await (await workload.start(self.client, kind, worker.queue, 2)).result()
         return pair
@@ -217,21 +218,32 @@ class Session:
         sample["server_cpu"] = self.server_cpu() - server
 
 
-def order(round: int) -> tuple[str, str]:
-    """A then B in even rounds, B then A in odd ones."""
-    return ("A", "B") if round % 2 == 0 else ("B", "A")
+WORKERS = {"A": "agent", "L": "local", "B": "bare"}
+"""The worker process of each side: A the agent as configured by default, L the same with
+its quick nodes as local activities, B the bare workflow."""
+
+
+def order(round: int, kinds: Sequence[str] = ("A", "B")) -> tuple[str, ...]:
+    """Each round starts one side later: A B, B A, ... (A L B, L B A, B A L, ... for three)."""
+    shift = round % len(kinds)
+    return (*kinds[shift:], *kinds[:shift])
 
 
 def compare(rows: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
-    """Medians of `keys` over each side's rows, A/B of the medians, and A/B round by round."""
-    side = {kind: [r for r in rows if r["kind"] == kind] for kind in ("A", "B")}
+    """Medians of `keys` over each side's rows, and each side's ratio to B: X/B of the
+    medians, and round by round (`paired` for A, `paired L` for L)."""
+    kinds = [k for k in WORKERS if any(r["kind"] == k for r in rows)]
+    side = {kind: [r for r in rows if r["kind"] == kind] for kind in kinds}
     out: dict[str, Any] = {
         kind: {k: median(r[k] for r in side[kind]) for k in keys} for kind in side
     }
-    out["A/B"] = {k: ratio(out["A"][k], out["B"][k]) for k in keys}
-    out["paired"] = {
-        k: [ratio(a[k], b[k]) for a, b in zip(side["A"], side["B"], strict=True)] for k in keys
-    }
+    for kind in kinds:
+        if kind == "B":
+            continue
+        out[f"{kind}/B"] = {k: ratio(out[kind][k], out["B"][k]) for k in keys}
+        out["paired" if kind == "A" else f"paired {kind}"] = {
+            k: [ratio(x[k], b[k]) for x, b in zip(side[kind], side["B"], strict=True)] for k in keys
+        }
     return out
 
 

@@ -1,9 +1,10 @@
 """One benchmark worker process, so that its CPU (read from /proc) is one side's alone.
 
-    python -m benchmarks.worker agent|bare|quota ADDRESS TASK_QUEUE --gc-file PATH
+    python -m benchmarks.worker agent|local|bare|quota ADDRESS TASK_QUEUE --gc-file PATH
         [--steps 2,10,100] [--waiting 300] [--profile PATH] [--base-url URL] [--quota SPEC]
 
-agent: `DurableAgentPlugin(agents=...)` with the workload's agents. bare: no plugin, the same
+agent: `DurableAgentPlugin(agents=...)` with the workload's agents; local: the same, their
+quick nodes as local activities (`workload.LOCAL`). bare: no plugin, the same
 pydantic converter, Temporal's own sandbox (`workload.sandbox_runner`). quota: the quota
 measure's agent on the chat-completions server at `--base-url`, each `--quota` (as `python
 worker.py --quota`) given to the plugin's `quotas`. Prints `ready` once it polls; stops on
@@ -38,7 +39,7 @@ from temporalio.worker import Worker
 from benchmarks import quota, workload
 from durable_agent.logs import configure_logging
 from durable_agent.quotas import parse_quota
-from durable_agent.temporal import DurableAgentPlugin
+from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
 
 SLOTS = 100
 """max_concurrent_activities and max_concurrent_workflow_tasks (the SDK's defaults)."""
@@ -69,10 +70,11 @@ async def run(args: argparse.Namespace) -> None:
     configure_logging("console", level=logging.ERROR if args.kind == "quota" else logging.WARNING)
     steps = [int(k) for k in args.steps.split(",")]
     runner = workload.sandbox_runner()
-    if args.kind == "agent":
+    if args.kind in ("agent", "local"):
         agents = [workload.agent(k) for k in steps]
         agents += [workload.agent(args.waiting, waiting=True)] if args.waiting else []
-        plugin = DurableAgentPlugin(agents=agents)
+        options = workload.LOCAL if args.kind == "local" else AgentActivityConfig()
+        plugin = DurableAgentPlugin(agents=[AgentRegistration(a, options) for a in agents])
         client = await Client.connect(args.address, plugins=[plugin])
         workflows, activities = [], []
     elif args.kind == "quota":
@@ -132,7 +134,7 @@ async def run(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kind", choices=["agent", "bare", "quota"])
+    parser.add_argument("kind", choices=["agent", "local", "bare", "quota"])
     parser.add_argument("address")
     parser.add_argument("task_queue")
     parser.add_argument("--gc-file", type=Path, required=True)

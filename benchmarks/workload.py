@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         UsageLimits,
     )
     from durable_agent.agent import Agent
-    from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
+    from durable_agent.temporal import AgentActivityConfig, AgentWorkflow, AgentWorkflowInput
 
 RESULT = "x" * 250
 TIMEOUT = dt.timedelta(seconds=120)
@@ -75,6 +75,10 @@ def agent(steps: int, waiting: bool = False) -> Agent[Any]:
     if waiting:
         builder = builder.tool(deploy, requires_approval=True)
     return builder.build()
+
+
+LOCAL = AgentActivityConfig(local_activities=("prepare_model_request", "validate_output"))
+"""L's activity options: A's agents with their quick nodes as local activities."""
 
 
 # -- B --------------------------------------------------------------------------------------
@@ -161,9 +165,10 @@ BARE_ACTIVITIES = [bare_model_call, bare_tool_call]
 async def start(
     client: Client, kind: str, queue: str, steps: int, waiting: bool = False
 ) -> WorkflowHandle[Any, Any]:
-    """Starts a k-step run of A or B on `queue`."""
+    """Starts a k-step run of A, L (A's agent on a worker running its quick nodes locally)
+    or B on `queue`."""
     id = f"bench-{kind}-{steps}-{uuid.uuid4().hex[:10]}"
-    if kind == "A":
+    if kind in ("A", "L"):
         request = AgentWorkflowInput(agent=agent_name(steps, waiting), prompt="go")
         return await client.start_workflow(AgentWorkflow.run, request, id=id, task_queue=queue)
     bare = BareStart(steps=steps, wait_at_end=waiting)

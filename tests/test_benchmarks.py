@@ -60,14 +60,17 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
     results = {name: data["results"] for name, data in files.items()}
 
     (throughput,) = results["throughput"].values()
-    assert {r["kind"] for r in throughput["rounds"]} == {"A", "B"}
+    assert {r["kind"] for r in throughput["rounds"]} == {"A", "L", "B"}
     assert throughput["A"]["gc_ms"] >= 0  # B may collect nothing in a round
     for key in ("steps_per_s", "worker_cpu_ms", "server_cpu_ms", "history_bytes"):
-        assert throughput["A"][key] > 0
+        for side in ("A", "L"):
+            assert throughput[side][key] > 0
+            assert throughput[f"{side}/B"][key] == pytest.approx(
+                throughput[side][key] / throughput["B"][key], abs=1e-3
+            )
         assert throughput["B"][key] > 0
-        assert throughput["A/B"][key] == pytest.approx(
-            throughput["A"][key] / throughput["B"][key], abs=1e-3
-        )
+    # L's quick nodes are markers: fewer workflow tasks, fewer bytes than A's
+    assert throughput["L"]["workflow_tasks"] < throughput["A"]["workflow_tasks"]
     history = results["history"]
     assert history["A/B"]["bytes_per_step"] > 0
     assert history["median_run"]["A"]["events_by_type"]
