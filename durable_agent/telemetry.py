@@ -17,7 +17,6 @@ Message text, tool arguments and results go on spans only with
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -30,6 +29,7 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, S
 from opentelemetry.trace import TraceFlags as OtelTraceFlags
 
 from .errors import ExecutionSuspended
+from .genai_messages import as_json, as_text, genai_message
 from .trace_context import TraceContext
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ class ChatSpan:
         if isinstance(response_id, str):
             values["gen_ai.response.id"] = response_id
         if capture_content():
-            values["gen_ai.output.messages"] = _json([_message(response)])
+            values["gen_ai.output.messages"] = as_json([genai_message(response)])
         span.set_attributes(values)
 
 
@@ -322,7 +322,7 @@ def _chat_span(
             if value is not None:
                 span_attributes[name] = value
     if capture_content():
-        span_attributes["gen_ai.input.messages"] = _json([_message(m) for m in messages])
+        span_attributes["gen_ai.input.messages"] = as_json([genai_message(m) for m in messages])
     started = time.perf_counter()
     error_type: str | None = None
     with tracer().start_as_current_span(
@@ -377,11 +377,11 @@ class ToolSpan:
             span.set_status(Status(StatusCode.ERROR))
         elif kind == "retry" and tool_return is not None:
             span.set_attribute("error.type", tool_return.error_kind or "retry")
-            span.set_status(Status(StatusCode.ERROR, _text(tool_return.content)[:500]))
+            span.set_status(Status(StatusCode.ERROR, as_text(tool_return.content)[:500]))
         elif kind in ("approval_required", "deferred"):
             span.set_attribute("durable_agent.tool.outcome", kind)
         if capture_content() and tool_return is not None:
-            span.set_attribute("gen_ai.tool.call.result", _text(tool_return.content))
+            span.set_attribute("gen_ai.tool.call.result", as_text(tool_return.content))
 
 
 class _NoToolSpan(_Silent, ToolSpan):
@@ -405,7 +405,7 @@ def _tool_span(agent_name: str, input: ToolCallInput) -> Iterator[ToolSpan]:
     kind = "function" if input.toolset_tool is None else "extension"
     attributes = tool_attributes(agent_name, call.name, call.id, kind)
     if capture_content():
-        attributes["gen_ai.tool.call.arguments"] = _json(call.arguments)
+        attributes["gen_ai.tool.call.arguments"] = as_json(call.arguments)
     with tracer().start_as_current_span(
         f"execute_tool {call.name}",
         kind=SpanKind.INTERNAL,
@@ -452,55 +452,3 @@ def record_subagent_tool_span(
 
 
 # -- message content (opt-in) -------------------------------------------------------------------
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else _json(value)
-
-
-def _message(message: Any) -> dict[str, Any]:
-    """A message in the conventions' shape: `{"role", "parts": [{"type", ...}]}`."""
-    if message.kind == "response":
-        parts: list[dict[str, Any]] = []
-        for part in message.parts:
-            if part.kind == "text":
-                parts.append({"type": "text", "content": part.text})
-            elif part.kind == "thinking":
-                parts.append({"type": "reasoning", "content": part.text})
-            elif part.kind == "tool_call":
-                parts.append(
-                    {
-                        "type": "tool_call",
-                        "id": part.id,
-                        "name": part.name,
-                        "arguments": part.arguments,
-                    }
-                )
-        out: dict[str, Any] = {"role": "assistant", "parts": parts}
-        if message.finish_reason:
-            out["finish_reason"] = message.finish_reason
-        return out
-    role = "user"
-    parts = []
-    for part in message.parts:
-        kind = part.kind
-        if kind in ("system_prompt", "instruction"):
-            role = "system"
-            parts.append({"type": "text", "content": _text(getattr(part, "content", ""))})
-        elif kind == "tool_return":
-            role = "tool"
-            parts.append(
-                {"type": "tool_call_response", "id": part.tool_call_id, "response": part.content}
-            )
-        elif kind == "retry_prompt":
-            parts.append({"type": "text", "content": _text(part.content)})
-        else:
-            content = getattr(part, "content", "")
-            if isinstance(content, list):
-                content = " ".join(getattr(c, "text", "") for c in content)
-            parts.append({"type": "text", "content": _text(content)})
-    return {"role": role, "parts": parts}

@@ -31,9 +31,6 @@ from ..executor import (
     Continue,
     Suspend,
 )
-from ..hitl import (
-    ToolApprovalDecision,
-)
 from ..ids import format_timestamp, new_id
 from ..messages import (
     ModelMessage,
@@ -436,33 +433,6 @@ class AgentLoop(ToolSteps):
         request wrote, as `part` ("text" or "thinking")."""
         node = N.BEFORE_MODEL_REQUEST
         return self.emit("model_delta", node, run_step=step, attempt=attempt, part=part, text=text)
-
-    # -- human decisions, as records -------------------------------------------------------
-
-    def announce_decision(
-        self, tool_call_id: str, tool_name: str, decision: ToolApprovalDecision
-    ) -> int:
-        """The `approval_decided` record: who decided what for one call."""
-        return self.emit(
-            "approval_decided",
-            N.TOOL_CALL,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            approved=decision.approved,
-            decided_by=decision.decided_by,
-            reason=None if decision.approved else decision.reason,
-            overridden=decision.override_arguments is not None,
-        )
-
-    def announce_result(self, tool_call_id: str, tool_name: str, status: str) -> int:
-        """The `deferred_result` record: a deferred call's result was delivered."""
-        return self.emit(
-            "deferred_result",
-            N.TOOL_CALL,
-            tool_call_id=tool_call_id,
-            tool_name=tool_name,
-            status=status,
-        )
 
     def _route_response(self) -> AgentExecutionNode:
         state = self.state

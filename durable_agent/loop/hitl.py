@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from ..errors import (
     HitlDecisionError,
@@ -13,10 +12,6 @@ from ..hitl import (
     ToolApprovalDecision,
 )
 from ..state import AgentRunState, RunStatus
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["apply_hitl_decisions"]
 

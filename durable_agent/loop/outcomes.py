@@ -221,3 +221,30 @@ class OutcomeSteps:
             approvals={a.tool_call_id: a.decision for a in approvals if a.decision is not None},
             results=[d.result for d in deferred if d.result is not None],
         )
+
+    # -- human decisions, as records -------------------------------------------------------
+
+    def announce_decision(
+        self, tool_call_id: str, tool_name: str, decision: ToolApprovalDecision
+    ) -> int:
+        """The `approval_decided` record: who decided what for one call."""
+        return self.emit(
+            "approval_decided",
+            N.TOOL_CALL,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            approved=decision.approved,
+            decided_by=decision.decided_by,
+            reason=None if decision.approved else decision.reason,
+            overridden=decision.override_arguments is not None,
+        )
+
+    def announce_result(self, tool_call_id: str, tool_name: str, status: str) -> int:
+        """The `deferred_result` record: a deferred call's result was delivered."""
+        return self.emit(
+            "deferred_result",
+            N.TOOL_CALL,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            status=status,
+        )
