@@ -28,6 +28,7 @@ from durable_agent import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    TestModel,
     ToolReturnPart,
 )
 from durable_agent.cli.app import amain
@@ -546,14 +547,8 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
             again = await _cli(
                 capsys, dev_server, queue, "fork", fork.id, "--id", f"{fork.id}-again"
             )
-            # The fork of the fork has loaded its checkpoint before its source ends: read from
-            # a run being terminated at that moment, the lookup can come back empty (seen
-            # under load; to be found out, see the closing note of 2026-12-03).
-            forked_again = agents.get(f"{fork.id}-again")
-            for _ in range(200):
-                if (await forked_again.status()).status == "waiting":
-                    break
-                await asyncio.sleep(0.05)
+            # The fork of the fork may load its checkpoint after the retry below has taken
+            # its source's id: it reads the run it was made from all the same.
             await fork.handle.terminate("testing retry")
             retried = await _cli(capsys, dev_server, queue, "retry", fork.id)
             retried_run = agents.get(retried[1].strip())
@@ -563,7 +558,13 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
                 await asyncio.sleep(0.05)
             await retried_run.approve("d1", by="alice")
             result = await retried_run.result()
-            for run in (source, agents.get(f"{fork.id}-again")):
+            forked_again = agents.get(f"{fork.id}-again")
+            for _ in range(200):
+                forked_again_status = (await forked_again.status()).status
+                if forked_again_status != "running":
+                    break
+                await asyncio.sleep(0.05)
+            for run in (source, forked_again):
                 await run.handle.terminate("test done")
 
     assert listed[0] == 0, listed
@@ -573,6 +574,43 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
     assert retried[0] == 0, retried
     assert result.output == "deployed"
     assert counts.tools[retried_run.id] == 1
+    assert forked_again_status == "waiting", "the fork of the fork went on from its source"
+
+
+async def test_a_fork_reads_the_run_it_was_made_from_even_after_a_new_run_takes_its_id(
+    client: Client,
+) -> None:
+    """The race behind a flaky fork-of-a-fork: the fork names its source by workflow id, and
+    a retry may start a new run under that id before the fork's `load_checkpoint` runs.
+    Here nothing polls while the source is terminated and its id given to another run; once
+    a worker is back, the fork still goes on from the run it was made from."""
+    name, counts = unique("fork-pinned"), Counts()
+    registry.register(approval_agent(name, counts))
+    other = unique("fork-pinned-other")
+    registry.register(AgentBuilder(TestModel.with_text("other")).name(other).build())
+
+    async with new_worker(client) as worker:
+        queue = worker.task_queue
+        agents = AgentClient(client, task_queue=queue)
+        source = await agents.start(name, "Deploy")
+        for _ in range(200):
+            if (await source.status()).status == "waiting":
+                break
+            await asyncio.sleep(0.05)
+    # no worker: the fork is started, but cannot load its checkpoint yet
+    fork = await agents.get(source.id).fork(workflow_id=f"{source.id}-f")
+    await source.handle.terminate("replaced")
+    replacement = await agents.start(other, "hello", workflow_id=source.id)
+    async with new_worker(client, task_queue=queue):
+        assert (await replacement.result()).output == "other"
+        for _ in range(200):
+            if (await fork.status()).status == "waiting":
+                break
+            await asyncio.sleep(0.05)
+        await fork.approve("d1", by="alice")
+        result = await fork.result()
+    assert result.output == "deployed"
+    assert counts.tools[fork.id] == 1
 
 
 async def test_cli_refuses_a_negative_fork_index_and_a_retry_with_nothing_to_go_on_from(

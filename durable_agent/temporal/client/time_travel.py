@@ -43,9 +43,11 @@ async def fork_run(
         raise TypeError(f"at must be a checkpoint index or id, got {at!r}")
     description = await handle.describe()
     agent = description.typed_search_attributes.get(AGENT_NAME) or (await handle.status()).agent
+    # The run as it is now, not whichever run holds the id when the fork reads it: a retry
+    # may start a new run under the same id before the fork has loaded its checkpoint.
     source = ResumeFrom(
         workflow_id=handle.id,
-        run_id=handle.run_id,
+        run_id=handle.run_id or description.run_id,
         index=at if isinstance(at, int) else None,
         checkpoint_id=at if isinstance(at, str) else None,
     )
