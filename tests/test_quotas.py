@@ -177,7 +177,11 @@ async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
         registry.register(AgentBuilder(model).name(name).build())
         quotas = {"openai:gpt-4o-mini": ModelQuota(requests_per_minute=6)}
-        async with new_worker(client, task_queue, plugins=[DurableAgentPlugin(quotas=quotas)]):
+        # the worker's own client carries the quotas, as `python worker.py --quota` does
+        quoted = await Client.connect(
+            client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
+        )
+        async with new_worker(quoted, task_queue):
             agents = AgentClient(client, task_queue=task_queue)
             first = await agents.start(name, "first")
             await asyncio.wait_for(first.result(), 30)
@@ -281,7 +285,11 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
         registry.register(AgentBuilder(model).name(name).build())
         quotas = {key: ModelQuota(requests_per_minute=600)}
-        async with new_worker(client, task_queue, plugins=[DurableAgentPlugin(quotas=quotas)]):
+        # the worker's own client carries the quotas, as `python worker.py --quota` does
+        quoted = await Client.connect(
+            client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
+        )
+        async with new_worker(quoted, task_queue):
             agents = AgentClient(client, task_queue=task_queue)
             first = await agents.start(name, "first")
             keeper = client.get_workflow_handle(keeper_id(task_queue, key))
