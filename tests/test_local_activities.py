@@ -84,6 +84,28 @@ def test_a_local_node_refuses_options_only_activities_take() -> None:
         )
 
 
+def test_options_no_activity_takes_are_refused_for_any_node() -> None:
+    # a local-only option would break the runs whose node runs as an activity
+    with pytest.raises(UserError, match=r"validate_output: 'local_retry_threshold' is not"):
+        AgentActivityConfig(
+            validate_output={"local_retry_threshold": timedelta(seconds=1)},  # type: ignore[typeddict-unknown-key]
+            local_activities=("validate_output",),
+        )
+    with pytest.raises(UserError, match=r"tools\['deploy'\]: 'timeout' is not"):
+        AgentActivityConfig(tools={"deploy": {"timeout": 3}})  # type: ignore[typeddict-unknown-key]
+
+
+def test_local_activities_are_normalised_and_checked() -> None:
+    one = AgentActivityConfig(local_activities=("validate_output", "prepare_model_request"))
+    other = AgentActivityConfig(
+        local_activities=["prepare_model_request", "validate_output", "validate_output"]  # type: ignore[arg-type]
+    )
+    assert one == other
+    assert one.local_activities == ("prepare_model_request", "validate_output")
+    with pytest.raises(UserError, match="must be a tuple of node names, got None"):
+        AgentActivityConfig(local_activities=None)  # type: ignore[arg-type]
+
+
 def test_one_node_name_is_read_as_one_node_and_local_options_keep_only_what_they_take() -> None:
     config = AgentActivityConfig(
         validate_output=ActivityConfig(start_to_close_timeout=timedelta(seconds=7)),

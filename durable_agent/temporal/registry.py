@@ -40,8 +40,13 @@ LocalNode = Literal["prepare_model_request", "validate_output"]
 instructions, validating output), so a worker's restart costs them nothing worth a task of
 their own."""
 LOCAL_NODES: tuple[LocalNode, ...] = ("prepare_model_request", "validate_output")
-_LOCAL_OPTIONS = LocalActivityConfig.__required_keys__ | LocalActivityConfig.__optional_keys__
-"""What `workflow.execute_local_activity` takes."""
+_ACTIVITY_OPTIONS = ActivityConfig.__required_keys__ | ActivityConfig.__optional_keys__
+"""What `workflow.execute_activity` takes."""
+_LOCAL_OPTIONS = _ACTIVITY_OPTIONS & (
+    LocalActivityConfig.__required_keys__ | LocalActivityConfig.__optional_keys__
+)
+"""What both `workflow.execute_activity` and `execute_local_activity` take: a node's options
+must suit either, as a run keeps the kind its node first ran as whatever they say now."""
 
 _RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -108,7 +113,9 @@ class AgentActivityConfig:
     the Web UI shows them as markers, not activities, their options are only those of
     `temporalio.workflow.LocalActivityConfig`, and a crash mid-node reruns it from the
     last workflow task. A run records the kind of each node's first run and keeps it,
-    so changing this with runs in flight is safe: a waiting run replays as it ran."""
+    so changing this with runs in flight is safe: a waiting run replays as it ran. Turn
+    it on once every worker of the task queue runs a release that has it: an older
+    worker cannot replay a run that ran a node locally."""
 
     def __post_init__(self) -> None:
         for where, config in self._named():
@@ -117,14 +124,27 @@ class AgentActivityConfig:
                     f"AgentActivityConfig {where}: 'summary' is set by the workflow for each "
                     "activity; remove it"
                 )
+            unknown = sorted(set(config) - _ACTIVITY_OPTIONS)
+            if unknown:
+                # execute_activity would raise TypeError in the workflow: a task failure,
+                # retried for ever, rather than a run that fails
+                raise UserError(
+                    f"AgentActivityConfig {where}: {', '.join(map(repr, unknown))} is not an "
+                    "option of temporalio.workflow.ActivityConfig; remove it"
+                )
         if self.delta_flush_interval <= timedelta(0):
             raise UserError(
                 f"delta_flush_interval must be above 0, got {self.delta_flush_interval}"
             )
-        if isinstance(self.local_activities, str):
-            object.__setattr__(self, "local_activities", (self.local_activities,))
-        object.__setattr__(self, "local_activities", tuple(self.local_activities))
-        for node in self.local_activities:
+        given: Any = self.local_activities
+        if isinstance(given, str):
+            given = (given,)
+        if not isinstance(given, tuple | list | set | frozenset):
+            raise UserError(
+                f"AgentActivityConfig local_activities must be a tuple of node names, got "
+                f"{given!r}; e.g. ('prepare_model_request', 'validate_output')"
+            )
+        for node in given:
             if node not in LOCAL_NODES:
                 raise UserError(
                     f"AgentActivityConfig local_activities: {node!r} cannot run as a local "
@@ -139,6 +159,8 @@ class AgentActivityConfig:
                     f"{', '.join(sorted(_LOCAL_OPTIONS))}); remove it or run the node as an "
                     "activity"
                 )
+        # one order, no repeats: equal options compare equal (`AgentRegistry.host`)
+        object.__setattr__(self, "local_activities", tuple(n for n in LOCAL_NODES if n in given))
         if self.max_concurrent_tool_activities < 1:
             raise UserError(
                 "max_concurrent_tool_activities must be at least 1, got "

@@ -204,7 +204,7 @@ class ActivityNodeRunner:
                 local = workflow.patched(patch)
             else:
                 # not asked for: only a run that recorded it runs it so
-                local = workflow.unsafe.is_replaying() and workflow.patched(patch)
+                local = workflow.unsafe.is_replaying_history_events() and workflow.patched(patch)
             self._local[node] = local
         return local
 
