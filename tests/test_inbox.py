@@ -295,6 +295,55 @@ async def test_a_list_asked_for_before_a_decision_does_not_swap_its_answer_away(
         await page.context.close()
 
 
+async def test_a_list_that_comes_back_while_a_decision_is_sent_does_not_swap_its_card_away(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    """A poll asked for before the click whose answer lands while the approval is on its way
+    (a busy server): swapped in, it would replace the card the approval's answer is meant
+    for, and the confirmation would go to a card no longer on the page."""
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page, run = await open_card(browser, url, "alice", handle)
+        held, posting, polls = asyncio.Event(), asyncio.Event(), 0
+        listed = asyncio.Event()
+
+        async def hold_list(route: Any) -> None:
+            nonlocal polls
+            polls += 1
+            if polls == 1:
+                held.set()
+                await posting.wait()  # asked before the click, answered while it is sent
+                # as if the list had changed meanwhile: answered in full, not "unchanged"
+                stale = re.sub(r"([?&]v=)[^&]*", r"\1stale", route.request.url)
+                await route.continue_(url=stale)
+                return
+            await route.continue_()
+
+        async def hold_decision(route: Any) -> None:
+            posting.set()
+            await listed.wait()  # the list's answer is on the page before this one
+            await asyncio.sleep(0.3)  # htmx swaps it just after
+            await route.continue_()
+
+        def finished(request: Any) -> None:
+            if "/runs?" in request.url:
+                listed.set()
+
+        page.on("requestfinished", finished)
+        await page.route("**/runs?*", hold_list)
+        await page.route("**/approve", hold_decision)
+        await asyncio.wait_for(held.wait(), 10)
+        await run.locator("[data-testid=approve]").click()
+        flash = page.locator("#runs [data-testid=flash]")
+        await flash.wait_for(timeout=10_000)
+        assert (await flash.inner_text()).startswith("approved deploy (d1) as alice")
+        await handle.result()
+        await page.unroute("**/runs?*")
+        await page.unroute("**/approve")
+        await page.context.close()
+
+
 async def test_a_non_approver_gets_no_usable_button_and_a_forged_post_is_refused(
     client: Client, browser: Any, users: UserDirectory
 ) -> None:

@@ -17,8 +17,16 @@
 
   // A list asked for before a decision's answer came back would swap that answer (and its
   // confirmation) away with the state from before: such a list is dropped, the next poll
-  // shows the run as it is now.
+  // shows the run as it is now. That holds from the moment the decision is sent: a list
+  // swapped in while it is on its way would replace the card its answer is meant for.
   let decidedAt = 0;
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const config = event.detail.requestConfig;
+    if (config && String(config.verb).toLowerCase() === "post") {
+      decidedAt = Date.now();
+    }
+  });
 
   function poll() {
     const root = document.getElementById("runs");
