@@ -495,6 +495,15 @@ async def test_cli_fork_retry_and_list(
     assert len(forks) == 2  # and the fork that failed at once
 
 
+async def until_waiting(run: Any) -> None:
+    """Polls `run`'s status until it is `waiting` (at most 10 s)."""
+    for _ in range(200):
+        if (await run.status()).status == "waiting":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run.id} did not come to wait: {await run.status()}")
+
+
 def approval_agent(name: str, counts: Counts) -> Any:
     """Calls `deploy` (call d1, needing approval), then answers."""
 
@@ -530,15 +539,9 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
             queue = worker.task_queue
             agents = AgentClient(client, task_queue=queue)
             source = await agents.start(name, "Deploy")
-            for _ in range(200):
-                if (await source.status()).status == "waiting":
-                    break
-                await asyncio.sleep(0.05)
+            await until_waiting(source)
             fork = await source.fork(workflow_id=f"{source.id}-f")
-            for _ in range(200):
-                if (await fork.status()).status == "waiting":
-                    break
-                await asyncio.sleep(0.05)
+            await until_waiting(fork)
             for _ in range(200):  # its boundaries are queried as `fork` will read them
                 if await fork.checkpoints():
                     break
@@ -552,10 +555,7 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
             await fork.handle.terminate("testing retry")
             retried = await _cli(capsys, dev_server, queue, "retry", fork.id)
             retried_run = agents.get(retried[1].strip())
-            for _ in range(200):
-                if (await retried_run.status()).status == "waiting":
-                    break
-                await asyncio.sleep(0.05)
+            await until_waiting(retried_run)
             await retried_run.approve("d1", by="alice")
             result = await retried_run.result()
             forked_again = agents.get(f"{fork.id}-again")
@@ -593,20 +593,14 @@ async def test_a_fork_reads_the_run_it_was_made_from_even_after_a_new_run_takes_
         queue = worker.task_queue
         agents = AgentClient(client, task_queue=queue)
         source = await agents.start(name, "Deploy")
-        for _ in range(200):
-            if (await source.status()).status == "waiting":
-                break
-            await asyncio.sleep(0.05)
+        await until_waiting(source)
     # no worker: the fork is started, but cannot load its checkpoint yet
     fork = await agents.get(source.id).fork(workflow_id=f"{source.id}-f")
     await source.handle.terminate("replaced")
     replacement = await agents.start(other, "hello", workflow_id=source.id)
     async with new_worker(client, task_queue=queue):
         assert (await replacement.result()).output == "other"
-        for _ in range(200):
-            if (await fork.status()).status == "waiting":
-                break
-            await asyncio.sleep(0.05)
+        await until_waiting(fork)
         await fork.approve("d1", by="alice")
         result = await fork.result()
     assert result.output == "deployed"
