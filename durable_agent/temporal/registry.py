@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
@@ -39,7 +39,7 @@ LocalNode = Literal["prepare_model_request", "validate_output"]
 """The nodes that may run as local activities: they do no I/O of their own (rendering
 instructions, validating output), so a worker's restart costs them nothing worth a task of
 their own."""
-LOCAL_NODES: tuple[LocalNode, ...] = ("prepare_model_request", "validate_output")
+LOCAL_NODES: tuple[LocalNode, ...] = get_args(LocalNode)
 _ACTIVITY_OPTIONS = ActivityConfig.__required_keys__ | ActivityConfig.__optional_keys__
 """What `workflow.execute_activity` takes."""
 _LOCAL_OPTIONS = _ACTIVITY_OPTIONS & (

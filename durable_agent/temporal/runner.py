@@ -208,19 +208,22 @@ class ActivityNodeRunner:
             self._local[node] = local
         return local
 
-    def _quick_options(self, node: LocalNode, local: bool) -> dict[str, Any]:
-        return self.config.local_options(node) if local else self.config.options(node)
+    async def _quick(
+        self, node: LocalNode, arg: BaseModel, result_type: Any, *, summary: str
+    ) -> Any:
+        """A quick node, as this run runs it: a local activity or an activity."""
+        local = self._runs_locally(node)
+        options = self.config.local_options(node) if local else self.config.options(node)
+        return await _execute(
+            node, arg, result_type, summary=summary, options=options, node=node, local=local
+        )
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
-        local = self._runs_locally("prepare_model_request")
-        request: ModelRequest = await _execute(
+        request: ModelRequest = await self._quick(
             "prepare_model_request",
             PrepareActivityInput(agent=self.name, input=input, overrides=self.overrides),
             ModelRequest,
             summary=f"prepare_model_request · step {input.run_step}",
-            options=self._quick_options("prepare_model_request", local),
-            node="prepare_model_request",
-            local=local,
         )
         return request
 
@@ -357,14 +360,10 @@ class ActivityNodeRunner:
         return self.packer.tool_outcome(outcome.root, input)
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
-        local = self._runs_locally("validate_output")
-        validated: _OutputOutcomeResult = await _execute(
+        validated: _OutputOutcomeResult = await self._quick(
             "validate_output",
             ValidateOutputActivityInput(agent=self.name, input=input),
             _OutputOutcomeResult,
             summary=f"validate_output · step {input.run_step}",
-            options=self._quick_options("validate_output", local),
-            node="validate_output",
-            local=local,
         )
         return validated.root
