@@ -67,11 +67,16 @@ async def record(names: list[str]) -> None:
             await suspended.result()
             runs["suspend_resume"] = suspended
 
-            for verdict in (True, False):
+            decided = (
+                ("approved", "replay-deployer", True),
+                ("denied", "replay-deployer", False),
+                ("local_activities", "replay-deployer-local", True),  # quick nodes local
+            )
+            for label, agent, verdict in decided:
                 approval = await client.start_workflow(
                     AgentWorkflow.run,
-                    AgentWorkflowInput(agent="replay-deployer", prompt="ship"),
-                    id=f"replay-approval-{verdict}-{uuid.uuid4().hex[:6]}",
+                    AgentWorkflowInput(agent=agent, prompt="ship"),
+                    id=f"replay-{label}-{uuid.uuid4().hex[:6]}",
                     task_queue=worker.task_queue,
                 )
                 await wait_status(approval, "waiting")
@@ -82,20 +87,7 @@ async def record(names: list[str]) -> None:
                     ),
                 )
                 await approval.result()
-                runs["approved" if verdict else "denied"] = approval
-
-            local = await client.start_workflow(
-                AgentWorkflow.run,
-                AgentWorkflowInput(agent="replay-deployer-local", prompt="ship"),
-                id=f"replay-local-{uuid.uuid4().hex[:6]}",
-                task_queue=worker.task_queue,
-            )
-            await wait_status(local, "waiting")
-            await local.signal(
-                AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
-            )
-            await local.result()
-            runs["local_activities"] = local
+                runs[label] = approval
 
             for label, handle in runs.items():
                 if names and label not in names:
