@@ -306,7 +306,7 @@ async def test_a_list_that_comes_back_while_a_decision_is_sent_does_not_swap_its
         handle = await deploy_run(client, worker, agents)
         page, run = await open_card(browser, url, "alice", handle)
         held, posting, polls = asyncio.Event(), asyncio.Event(), 0
-        listed = asyncio.Event()
+        listed, release = asyncio.Event(), asyncio.Event()
 
         async def hold_list(route: Any) -> None:
             nonlocal polls
@@ -318,6 +318,9 @@ async def test_a_list_that_comes_back_while_a_decision_is_sent_does_not_swap_its
                 stale = re.sub(r"([?&]v=)[^&]*", r"\1stale", route.request.url)
                 await route.continue_(url=stale)
                 return
+            # later polls would show the finished run gone, confirmation and all, before a
+            # loaded browser looked for it
+            await release.wait()
             await route.continue_()
 
         async def hold_decision(route: Any) -> None:
@@ -338,6 +341,7 @@ async def test_a_list_that_comes_back_while_a_decision_is_sent_does_not_swap_its
         flash = page.locator("#runs [data-testid=flash]")
         await flash.wait_for(timeout=10_000)
         assert (await flash.inner_text()).startswith("approved deploy (d1) as alice")
+        release.set()
         await handle.result()
         await page.unroute("**/runs?*")
         await page.unroute("**/approve")
