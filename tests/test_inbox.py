@@ -12,6 +12,7 @@ import html
 import json
 import re
 import shutil
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -90,6 +91,7 @@ class Agents:
         suffix = uuid.uuid4().hex[:6]
         self.deployer = f"inbox-deployer-{suffix}"
         self.reporter = f"inbox-reporter-{suffix}"
+        self.twice = f"inbox-twice-{suffix}"
         self.deployed: list[dict[str, Any]] = []
 
         def deploy(env: str, replicas: int = 1) -> str:
@@ -116,10 +118,33 @@ class Agents:
             .tool(fetch_report)
             .build()
         )
+        registry.register(
+            AgentBuilder(FunctionModel(_deploy_twice))
+            .name(self.twice)
+            .tool(deploy)
+            .approval_required_tools(["deploy"])
+            .approvers({"deploy": ["alice"]})
+            .build()
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (self.deployer, self.reporter)
+        return (self.deployer, self.reporter, self.twice)
+
+
+def _deploy_twice(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Deploys to staging (d1), then to prod (d2), each call waiting for its approval."""
+    returned = sum(
+        isinstance(part, ToolReturnPart)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+    if returned == 2:
+        return ModelResponse(parts=[TextPart(text="both deployed")])
+    env = ("staging", "prod")[returned]
+    call = ToolCallPart(id=f"d{returned + 1}", name="deploy", arguments={"env": env})
+    return ModelResponse(parts=[call])
 
 
 def _script(tool: str, arguments: dict[str, Any], call_id: str) -> Any:
@@ -345,6 +370,57 @@ async def test_a_list_that_comes_back_while_a_decision_is_sent_does_not_swap_its
         await handle.result()
         await page.unroute("**/runs?*")
         await page.unroute("**/approve")
+        await page.context.close()
+
+
+async def test_a_confirmation_stays_a_while_after_its_run_has_left_the_list(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    """Approved, the run goes on and finishes: the next list no longer holds it, yet its
+    card and confirmation stay on the page for a few seconds (read, not flashed), then go."""
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await deploy_run(client, worker, agents)
+        page, run = await open_card(browser, url, "alice", handle)
+        await run.locator("[data-testid=approve]").click()
+        flash = run.locator("[data-testid=flash]")
+        await flash.wait_for()
+        answered = time.monotonic()
+        await handle.result()
+        # a list without the run was swapped in, and the answered card put back
+        await page.wait_for_function(
+            "id => document.querySelector(`#runs article[data-kept][data-workflow-id='${id}']`)",
+            arg=handle.id,
+            timeout=15_000,
+        )
+        assert (await flash.inner_text()).startswith("approved deploy (d1) as alice")
+        assert await run.locator("form").count() == 0, "the kept card offers no decision"
+        await run.wait_for(state="detached", timeout=20_000)
+        assert time.monotonic() - answered >= 7.5, "kept for KEEP_MS (8 s) after its answer"
+        await page.context.close()
+
+
+async def test_a_confirmation_stays_on_the_card_of_the_runs_next_call(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    """Approved, the run asks for its next approval: the list's new card for it shows the
+    new call and, for a few seconds, the confirmation of the one just decided."""
+    agents = Agents()
+    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+        handle = await start_agent(
+            client, worker, agents.twice, "ship it", approval_timeout_seconds=3600
+        )
+        await wait_for_status(handle, "waiting")
+        page, run = await open_card(browser, url, "alice", handle)
+        await run.locator("[data-testid=approve]").click()
+        await run.locator("[data-testid=flash]").wait_for()
+        second = run.locator("form[action$='/calls/d2/approve']")
+        await second.wait_for(timeout=15_000)
+        flash = run.locator("[data-testid=flash]")
+        assert (await flash.inner_text()).startswith("approved deploy (d1) as alice")
+        await second.locator("[data-testid=approve]").click()
+        await run.locator("[data-testid=flash]", has_text="(d2)").wait_for()
+        assert (await handle.result()).output == "both deployed"
         await page.context.close()
 
 

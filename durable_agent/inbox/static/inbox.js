@@ -28,9 +28,60 @@
     }
   });
 
+  // A decision's answer is its card with a confirmation. The run then goes on, and the
+  // next list no longer holds a card for it (or holds a new one, for its next call): the
+  // confirmation would be gone before anyone read it. So an answered card is kept for
+  // `KEEP_MS`: put back where a list left it out, its confirmation added to a list's new
+  // card, then taken away.
+  const KEEP_MS = 8000;
+  const kept = new Map(); // card id -> {html, until}
+
+  function keep(card) {
+    if (card && card.id && card.querySelector("[data-testid=flash]")) {
+      kept.set(card.id, { html: card.outerHTML, until: Date.now() + KEEP_MS });
+    }
+  }
+
+  function restore(body) {
+    const now = Date.now();
+    kept.forEach(function (entry, id) {
+      if (entry.until <= now) {
+        kept.delete(id);
+        return;
+      }
+      const template = document.createElement("template");
+      template.innerHTML = entry.html.trim();
+      const answered = template.content.firstElementChild;
+      const listed = document.getElementById(id);
+      if (listed === null) {
+        answered.dataset.kept = "true";
+        body.prepend(answered);
+        window.htmx.process(answered);
+      } else if (!listed.querySelector("[data-testid=flash]")) {
+        const flash = answered.querySelector("[data-testid=flash]");
+        listed.querySelector("header").after(flash);
+      }
+    });
+  }
+
+  function drop() {
+    const now = Date.now();
+    document.querySelectorAll("#runs [data-kept]").forEach(function (card) {
+      const entry = kept.get(card.id);
+      if (!entry || entry.until <= now) {
+        kept.delete(card.id);
+        card.remove();
+      }
+    });
+  }
+
   function poll() {
     const root = document.getElementById("runs");
-    if (!root || !window.htmx || busy(root)) {
+    if (!root || !window.htmx) {
+      return;
+    }
+    drop();
+    if (busy(root)) {
       return;
     }
     const body = document.getElementById("runs-body");
@@ -43,8 +94,16 @@
 
   document.addEventListener("htmx:afterSwap", function (event) {
     const config = event.detail.requestConfig;
-    if (config && String(config.verb).toLowerCase() === "post") {
+    const verb = config ? String(config.verb).toLowerCase() : "";
+    if (verb === "post") {
       decidedAt = Date.now();
+      const target = config.target;
+      keep(target && target.id ? document.getElementById(target.id) : null);
+    } else if (verb === "get") {
+      const body = document.getElementById("runs-body");
+      if (body && event.detail.target === document.getElementById("runs")) {
+        restore(body);
+      }
     }
   });
 
