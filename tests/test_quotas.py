@@ -315,6 +315,85 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
     assert len(server.requests) == 3
 
 
+MEMBER_KEYS = ("openai:gpt-4o-mini", "openai:gpt-4.1")
+
+
+async def _fallback_agent(client: Client, server: FakeOpenAIServer) -> tuple[str, Client]:
+    """A registered agent whose `FallbackModel` asks gpt-4o-mini, then gpt-4.1 (two attempts
+    each), on `server`; and a client carrying a quota for each member, for its worker."""
+    from durable_agent import AgentBuilder
+    from durable_agent.models import FallbackModel
+    from durable_agent.temporal import DurableAgentPlugin
+    from durable_agent.temporal.registry import AgentActivityConfig
+    from tests.temporal_support import registry
+
+    from .temporal_support import fast_activity
+
+    model = FallbackModel(
+        *(
+            OpenAIChatModel(key.partition(":")[2], base_url=server.base_url, api_key="sk-test")
+            for key in MEMBER_KEYS
+        )
+    )
+    name = unique("fallback-quoted")
+    fast = AgentActivityConfig(model_request=fast_activity(maximum_attempts=2))
+    registry.register(AgentBuilder(model).name(name).build(), fast)
+    quotas = {key: ModelQuota(requests_per_minute=600) for key in MEMBER_KEYS}
+    quoted = await Client.connect(
+        client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
+    )
+    return name, quoted
+
+
+async def test_a_fallback_models_members_each_wait_for_their_own_quota(client: Client) -> None:
+    """The first member fails twice (its retry policy) and the second answers: each member's
+    request was granted by its own key's keeper and given back. (Before, the chain's own key,
+    `openai:fallback:...`, matched no quota: a fallback run asked no keeper at all.)"""
+    from .temporal_support import new_worker
+
+    task_queue = unique("fallback-quota")
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        server.enqueue(ErrorReply(500, "boom"), ErrorReply(500, "boom"), TextReply("from 4.1"))
+        name, quoted = await _fallback_agent(client, server)
+        async with new_worker(quoted, task_queue):
+            run = await AgentClient(client, task_queue=task_queue).start(name, "hello")
+            result = await asyncio.wait_for(run.result(), 60)
+            states = {
+                key: await _keeper_state(client.get_workflow_handle(keeper_id(task_queue, key)))
+                for key in MEMBER_KEYS
+            }
+    assert result.output == "from 4.1"
+    assert [r.status for r in server.requests] == [500, 500, 200]
+    for key, state in states.items():
+        assert state is not None, f"no keeper for {key}: the member was not limited"
+        assert (state.granted_last_minute, state.in_flight) == (1, 0), (key, state)
+
+
+async def test_fallback_runs_from_before_member_quotas_replay_on_a_worker_with_them(
+    client: Client,
+) -> None:
+    """A fallback run recorded without member quotas (as every one was before them) asked no
+    keeper; a worker with the quotas replays it as it ran, and its own runs as they ran."""
+    from .temporal_support import new_replayer, new_worker
+
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        name, quoted = await _fallback_agent(client, server)
+        histories = []
+        for worker_client in (client, quoted):  # without the quotas, then with them
+            server.enqueue(ErrorReply(500, "boom"), ErrorReply(500, "boom"), TextReply("ok"))
+            task_queue = unique("fallback-replayed")
+            async with new_worker(worker_client, task_queue):
+                run = await AgentClient(client, task_queue=task_queue).start(name, "hello")
+                assert (await asyncio.wait_for(run.result(), 60)).output == "ok"
+                histories.append(await run.handle.fetch_history())
+    quotas = {key: ModelQuota(requests_per_minute=600) for key in MEMBER_KEYS}
+    for history in histories:
+        replayed = await new_replayer(quotas=quotas).replay_workflow(
+            history, raise_on_replay_failure=False
+        )
+        assert replayed.replay_failure is None, replayed.replay_failure
+
+
 async def _keeper_state(keeper: Any) -> KeeperView | None:
     try:
         state: KeeperView = await keeper.query(QuotaKeeper.state)

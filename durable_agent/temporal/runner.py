@@ -9,7 +9,7 @@ instead of growing with the conversation.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .workflow.subagents import SubagentRuns
 from .wire import (
     ListToolsActivityInput,
+    ModelRequestActivityInput,
     PrepareActivityInput,
     ValidateOutputActivityInput,
 )
@@ -235,15 +236,45 @@ class ActivityNodeRunner:
 
         When this worker's task queue has a quota for the model's key, the request waits
         for its grant first (`quota_gate`) and gives the provider's token count back."""
-        limited = self._quota()
+        packed = self.packer.model_request(
+            self.name, input, overrides=self.overrides, stream=deltas is not None
+        )
+        summary = f"model_request · step {input.run_step + 1}"
+        options = self._routed(self.config.options("model_request"), "models")
+        chain = self._fallback_chain()
+        if chain:
+            response = await self._fallback_request(packed, input, chain, summary, options)
+        else:
+            response = await self._within_quota(
+                self._quota(),
+                input,
+                lambda: _execute(
+                    "model_request",
+                    packed,
+                    ModelResponse,
+                    summary=summary,
+                    options=options,
+                    node="model_request",
+                ),
+            )
+        return self.packer.answered(input, response)
+
+    async def _within_quota(
+        self,
+        limited: tuple[str, ModelQuota] | None,
+        input: ModelRequestInput,
+        request: Callable[[], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """`request()` once the key's grant came (at once without a quota), then the grant
+        given back with the provider's token count (none when the request failed)."""
         if limited is None or self.quota_gate is None:
-            return await self._model_request(input, deltas)
+            return await request()
         key, quota = limited
         ask = await self.quota_gate.acquire(key, quota, estimate_tokens(input.messages))
         if ask is None:
-            return await self._model_request(input, deltas)
+            return await request()
         try:
-            response = await self._model_request(input, deltas)
+            response = await request()
         except BaseException:
             self.quota_gate.release(key, ask, None)
             raise
@@ -260,43 +291,45 @@ class ActivityNodeRunner:
     def _quota(self) -> tuple[str, ModelQuota] | None:
         """The run's model key and its quota on this task queue, if it has one."""
         if self._limited is None:
-            key = model_key(self.registration.agent_for(self.overrides).model)
-            quota = self.quotas.get(key) if key is not None else None
-            self._limited = (key, quota) if key is not None and quota is not None else ()
+            self._limited = self._quota_of(self.registration.agent_for(self.overrides).model)
         return self._limited or None
 
-    async def _model_request(
-        self, input: ModelRequestInput, deltas: DeltaSink | None
+    def _quota_of(self, model: Model) -> tuple[str, ModelQuota] | tuple[()]:
+        key = model_key(model)
+        quota = self.quotas.get(key) if key is not None else None
+        return (key, quota) if key is not None and quota is not None else ()
+
+    def _member_quota(self, member: Model) -> tuple[str, ModelQuota] | None:
+        """A fallback member's own key and quota: each member is a model of its own
+        provider, limited as that model is in any other run. (The chain's key,
+        `provider:fallback:a,b`, matches no quota: before this, fallback runs asked no
+        keeper, and so carry no `QUOTA_PATCH` marker: they replay as they ran.)"""
+        return self._quota_of(member) or None
+
+    async def _fallback_request(
+        self,
+        packed: ModelRequestActivityInput,
+        input: ModelRequestInput,
+        chain: tuple[Model, ...],
+        summary: str,
+        options: dict[str, Any],
     ) -> ModelResponse:
-        packed = self.packer.model_request(
-            self.name, input, overrides=self.overrides, stream=deltas is not None
-        )
-        summary = f"model_request · step {input.run_step + 1}"
-        options = self._routed(self.config.options("model_request"), "models")
-        chain = self._fallback_chain()
-        if not chain:
-            response: ModelResponse = await _execute(
-                "model_request",
-                packed,
-                ModelResponse,
-                summary=summary,
-                options=options,
-                node="model_request",
-            )
-            return self.packer.answered(input, response)
         for index, member in enumerate(chain):
             # One activity per member, each with the node's retry policy: every attempt is
             # in history, and a member that answered is never asked again.
             name = model_label(member)
-            try:
-                response = await workflow.execute_activity(
+
+            def ask(index: int = index, name: str = name) -> Awaitable[ModelResponse]:
+                return workflow.execute_activity(
                     "model_request",
                     packed.model_copy(update={"model_index": index}),
                     result_type=ModelResponse,
                     summary=f"{summary} · {name}",
                     **options,
                 )
-                break
+
+            try:
+                return await self._within_quota(self._member_quota(member), input, ask)
             except ActivityError as error:
                 if (
                     index + 1 < len(chain)
@@ -311,7 +344,7 @@ class ActivityNodeRunner:
                     )
                     continue
                 raise _unwrap(error, "model_request") from error
-        return self.packer.answered(input, response)
+        raise AssertionError("the last member of a fallback chain answers or raises")
 
     def _fallback_chain(self) -> tuple[Model, ...]:
         """The members of the run's `FallbackModel`, if its model is one (else empty)."""
