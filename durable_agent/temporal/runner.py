@@ -299,13 +299,6 @@ class ActivityNodeRunner:
         quota = self.quotas.get(key) if key is not None else None
         return (key, quota) if key is not None and quota is not None else ()
 
-    def _member_quota(self, member: Model) -> tuple[str, ModelQuota] | None:
-        """A fallback member's own key and quota: each member is a model of its own
-        provider, limited as that model is in any other run. (The chain's key,
-        `provider:fallback:a,b`, matches no quota: before this, fallback runs asked no
-        keeper, and so carry no `QUOTA_PATCH` marker: they replay as they ran.)"""
-        return self._quota_of(member) or None
-
     async def _fallback_request(
         self,
         packed: ModelRequestActivityInput,
@@ -328,8 +321,12 @@ class ActivityNodeRunner:
                     **options,
                 )
 
+            # Each member is limited under its own key, as that model is in any other run
+            # (the chain's key, `provider:fallback:a,b`, matches no quota: fallback runs
+            # recorded before this asked no keeper, carry no `QUOTA_PATCH` marker, and
+            # replay as they ran).
             try:
-                return await self._within_quota(self._member_quota(member), input, ask)
+                return await self._within_quota(self._quota_of(member) or None, input, ask)
             except ActivityError as error:
                 if (
                     index + 1 < len(chain)
