@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -61,11 +61,13 @@ def talking(step: int, tool: str = "lookup", **arguments: Any) -> ModelResponse:
     )
 
 
-def streaming_agent(name: str, *, steps: int = 2, delay: float = 0.0) -> Any:
+def streaming_agent(
+    name: str, *, steps: int = 2, delay: float = 0.0, tool: Callable[..., Any] = lookup
+) -> Any:
     script = [talking(i) for i in range(1, steps)]
     script.append(ModelResponse(parts=[TextPart(text=TEXT)]))
     model = TestModel.with_responses(script).streamed(chunk=6, delay=delay)
-    return AgentBuilder(model).name(name).tool(lookup).build()
+    return AgentBuilder(model).name(name).tool(tool, name="lookup").build()
 
 
 def register(agent: Any, **config: Any) -> None:
@@ -155,7 +157,17 @@ async def test_a_subscriber_joining_mid_run_and_one_reconnecting_see_each_record
     client: Client,
 ) -> None:
     name = unique("stream-live")
-    register(streaming_agent(name, steps=4, delay=0.04))
+    reconnecting, calls = asyncio.Event(), 0
+
+    async def held(city: str) -> str:
+        """The lookup of step 2 waits for the test to reconnect: the run cannot end first."""
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await reconnecting.wait()
+        return lookup(city)
+
+    register(streaming_agent(name, steps=4, delay=0.04, tool=held))
     agents = AgentClient(client)
     async with new_worker(client) as worker:
         handle = await agents.start(name, "weather?", task_queue=worker.task_queue)
@@ -169,6 +181,7 @@ async def test_a_subscriber_joining_mid_run_and_one_reconnecting_see_each_record
             if record.kind == "model_delta" and record.data["run_step"] == 2:
                 break  # a disconnect in the middle of a streamed answer
         assert (await handle.status()).status == "running", "reconnect while the run goes on"
+        reconnecting.set()
         rest = await collect(agents, handle.id, after=first[-1].seq)
         joined = await late
         result = await handle.result()
