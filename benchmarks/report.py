@@ -194,7 +194,12 @@ def history(data: dict[str, Any]) -> list[str]:
     none = [0, 0]
     types = sorted(
         set(a["events_by_type"]) | set(b["events_by_type"]),
-        key=lambda t: -a["events_by_type"].get(t, none)[1] - b["events_by_type"].get(t, none)[1],
+        # Ties broken by name: a set's order changes from one process to the next, and the
+        # report must come out the same when it is written again from the same results.
+        key=lambda t: (
+            -a["events_by_type"].get(t, none)[1] - b["events_by_type"].get(t, none)[1],
+            t,
+        ),
     )
     rows = [
         [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,34 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         timeout=60,
     )
     assert again.read_text() == text
+
+
+def test_the_report_orders_rows_the_same_in_every_process(tmp_path: Path) -> None:
+    """Event types whose bytes tie must not come out in a set's order, which changes with
+    each process's hash seed: `report` writes the same page again from the same results."""
+    data = json.loads((ROOT / "benchmarks" / "results" / "history.json").read_text())
+    median = data["results"]["median_run"]
+    tied = 113 * data["results"]["steps"]
+    for name in ("started tool_call", "started validate_output", "completed tool_call"):
+        median["A"]["events_by_type"][f"activity_task_{name}"] = [10, tied]
+    for name in ("started bare_tool_call", "completed bare_tool_call"):
+        median["B"]["events_by_type"][f"activity_task_{name}"] = [10, tied]
+    results = tmp_path / "history.json"
+    results.write_text(json.dumps(data["results"]))
+    script = (
+        "import json, sys; from benchmarks import report; "
+        "print('\\n'.join(report.history(json.load(open(sys.argv[1])))))"
+    )
+    pages = {
+        subprocess.run(
+            [sys.executable, "-c", script, str(results)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(pages) == 1
+    assert "activity_task_completed bare_tool_call" in pages.pop()
