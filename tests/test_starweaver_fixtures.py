@@ -12,9 +12,10 @@ from durable_agent import AgentBuilder, AgentCheckpoint, AgentExecutionNode, Tes
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "starweaver"
-if not FIXTURES.is_dir():  # a checkout with shared/ beside it, or inside it
-    FIXTURES = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "starweaver"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "starweaver"
+"""A copy of the project's shared starweaver checkpoints, so that a clone anywhere tests
+against them; `test_the_copy_is_the_shared_fixtures` keeps it equal to the original."""
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "starweaver"
 FILES = ["text_run.json", "one_tool_call.json", "two_tool_calls_one_response.json"]
 
 
@@ -26,6 +27,16 @@ def load(name: str) -> dict[str, Any]:
 def test_fixtures_are_present() -> None:
     assert FIXTURES.is_dir(), f"starweaver fixtures not found at {FIXTURES}"
     assert all((FIXTURES / name).is_file() for name in FILES)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared fixtures beside this clone ({SHARED})")
+def test_the_copy_is_the_shared_fixtures() -> None:
+    """Where the shared fixtures sit beside the checkout (as on CI), the copy must not
+    have drifted from them: a changed reference is copied in, not tested around."""
+    shared = sorted(p.name for p in SHARED.iterdir())
+    assert sorted(p.name for p in FIXTURES.iterdir()) == shared
+    for name in shared:
+        assert (FIXTURES / name).read_bytes() == (SHARED / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("name", FILES)
