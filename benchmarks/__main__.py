@@ -17,7 +17,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import history, loop, profile, quota, replay, report, streaming, throughput
+from benchmarks import (
+    history,
+    loop,
+    objects,
+    profile,
+    quota,
+    replay,
+    report,
+    streaming,
+    throughput,
+)
 from benchmarks.harness import Session, log, write_json
 from durable_agent.logs import configure_logging
 
@@ -27,6 +37,7 @@ TEMPORAL = {
     "history": history.measure,
     "replay": replay.measure,
     "profile": profile.measure,
+    "objects": objects.measure,
     "streaming": streaming.measure,
     "quota": quota.measure,
 }

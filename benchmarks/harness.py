@@ -105,15 +105,24 @@ class WorkerProcess:
 
     async def collector(self) -> dict[str, list[float]]:
         """The worker's garbage collector so far: collections and seconds per generation."""
+        return await self._ask(signal.SIGUSR1, self.gc_file, "collector figures")
+
+    async def census(self) -> dict[str, int]:
+        """The objects the worker's collector tracks, by type, after a full collection."""
+        found = await self._ask(signal.SIGUSR2, self.gc_file.with_suffix(".census"), "census")
+        types: dict[str, int] = found["types"]
+        return types
+
+    async def _ask(self, sent: signal.Signals, written: Path, what: str) -> Any:
         self._asked += 1
-        self.process.send_signal(signal.SIGUSR1)
+        self.process.send_signal(sent)
         for _ in range(500):
             with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
-                stats: dict[str, Any] = json.loads(self.gc_file.read_text())
+                stats: dict[str, Any] = json.loads(written.read_text())  # noqa: ASYNC240 (tiny)
                 if stats["asked"] >= self._asked:
                     return stats
             await asyncio.sleep(0.02)
-        raise TimeoutError(f"the {self.kind} worker wrote no collector figures")
+        raise TimeoutError(f"the {self.kind} worker wrote no {what}")
 
     async def stop(self) -> int:
         if self.process.returncode is None:

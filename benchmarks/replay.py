@@ -6,6 +6,7 @@ replays alternate A and B. The time includes the replayer's fixed cost."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ from temporalio.worker import Replayer
 
 from benchmarks import workload
 from benchmarks.harness import Session, chain, compare, history_figures, log, order, wait_until
-from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
+from durable_agent.temporal import DurableAgentPlugin
 
 
 def replayer(kind: str, steps: int) -> Replayer:
@@ -46,18 +47,9 @@ async def measure(session: Session, quick: bool) -> dict[str, Any]:
         for kind in pair
     }
     try:
-
-        async def a_waits() -> bool:
-            view = await handles["A"].query(AgentWorkflow.status)
-            if view.status in ("failed", "completed", "cancelled"):
-                raise RuntimeError(f"the waiting A run ended: {view.status} {view.error}")
-            return view.status == "waiting" and bool(view.pending_approvals)
-
-        async def b_waits() -> bool:
-            return bool(await handles["B"].query(workload.BareAgentWorkflow.is_waiting))
-
-        await wait_until(a_waits, 60 + steps, "the A run did not wait for approval")
-        await wait_until(b_waits, 60 + steps, "the B run did not wait")
+        for kind, handle in handles.items():
+            waits = functools.partial(workload.is_waiting, kind, handle)
+            await wait_until(waits, 60 + steps, f"the {kind} run did not wait")
         chains = {kind: await chain(session.client, h) for kind, h in handles.items()}
     finally:
         for handle in handles.values():

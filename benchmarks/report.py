@@ -245,6 +245,20 @@ def profile(data: dict[str, Any]) -> list[str]:
     return lines + table(["function", "calls", "own ms/step", "cumulative ms/step"], rows)
 
 
+def objects(data: dict[str, Any]) -> list[str]:
+    sides = [k for k in ("A", "L", "B") if k in data]
+    lines = [
+        f"{data['runs']} runs of {data['steps']} steps left waiting; objects the collector "
+        f"tracks, per run, over the idle worker's: "
+        + ", ".join(f"{k} {fmt(data[k]['objects_per_run'])}" for k in sides)
+        + f" (A/B {fmt(data['A/B'])}, L/B {fmt(data['L/B'])}).",
+        "",
+    ]
+    names = list(dict.fromkeys(n for k in sides for n in data[k]["by_type"]))
+    rows = [[f"`{n}`", *(data[k]["by_type"].get(n, "-") for k in sides)] for n in names]
+    return lines + table(["type (the most numerous of each side)", *sides], rows)
+
+
 def streaming(data: dict[str, Any]) -> list[str]:
     rows = [
         [
@@ -320,6 +334,7 @@ SECTIONS = {
     "history": ("History and cost per step, one run at a time", history),
     "replay": ("Replay of a run left waiting", replay),
     "profile": ("Profile of A's worker", profile),
+    "objects": ("What a run in flight keeps alive", objects),
     "streaming": ("The live event stream", streaming),
     "quota": ("Model quotas: many runs, one provider limit", quota),
     "loop": ("In-process loop", loop),

@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -63,6 +64,16 @@ class Collector:
         stats = {"asked": self.asked, "seconds": self.seconds, "collections": self.collections}
         self.path.with_suffix(".tmp").write_text(json.dumps(stats))
         self.path.with_suffix(".tmp").replace(self.path)
+
+    def census(self) -> None:
+        """The objects the collector tracks, by type, after a full collection: what is
+        alive, not what is garbage waiting for the next one."""
+        self.asked += 1
+        gc.collect()
+        types = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+        census = self.path.with_suffix(".census")
+        census.with_suffix(".tmp").write_text(json.dumps({"asked": self.asked, "types": types}))
+        census.with_suffix(".tmp").replace(census)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -109,7 +120,9 @@ async def run(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, Collector(args.gc_file).write)
+    collector = Collector(args.gc_file)
+    loop.add_signal_handler(signal.SIGUSR1, collector.write)
+    loop.add_signal_handler(signal.SIGUSR2, collector.census)
     running = asyncio.create_task(worker.run())
     while not worker.is_running:
         if running.done():

@@ -175,6 +175,17 @@ async def start(
     return await client.start_workflow(BareAgentWorkflow.run, bare, id=id, task_queue=queue)
 
 
+async def is_waiting(kind: str, handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether a run started with `waiting` waits now: A's and L's for the approval of its
+    last call (RuntimeError if it ended instead), B's for its signal."""
+    if kind == "B":
+        return bool(await handle.query(BareAgentWorkflow.is_waiting))
+    view = await handle.query(AgentWorkflow.status)
+    if view.status in ("failed", "completed", "cancelled"):
+        raise RuntimeError(f"the waiting {kind} run ended: {view.status} {view.error}")
+    return view.status == "waiting" and bool(view.pending_approvals)
+
+
 def sandbox_runner() -> SandboxedWorkflowRunner:
     """Temporal's sandbox passing `pydantic` and `benchmarks` through, for both sides (A's
     plugin adds its own modules), so neither re-imports its workflow module per run."""

@@ -51,6 +51,7 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         "history",
         "replay",
         "profile",
+        "objects",
         "streaming",
         "quota",
     }
@@ -79,6 +80,13 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
     assert results["replay"]["A/B"]["replay_ms"] > 0
     assert results["profile"]["top_functions"]
     assert not any("/" in name for name in results["profile"]["by_package_ms"])
+    objects = results["objects"]
+    for side in ("A", "L", "B"):
+        # a waiting run holds at least its workflow object, its coroutine and their dicts
+        assert objects[side]["objects_per_run"] > 3
+        counts = list(objects[side]["by_type"].values())
+        assert len(counts) == 15
+        assert counts == sorted(counts, reverse=True)
     assert set(results["streaming"]["runs"]) == {
         "A streaming, stream()",
         "A streaming off",
@@ -109,6 +117,7 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
     assert "## The live event stream" in text
     assert "## In-process loop" in text
     assert "## Model quotas" in text
+    assert "## What a run in flight keeps alive" in text
 
     again = tmp_path / "again.md"
     subprocess.run(
