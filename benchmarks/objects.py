@@ -15,15 +15,18 @@ from typing import Any
 from temporalio.service import RPCError
 
 from benchmarks import workload
-from benchmarks.harness import Session, log, ratio, wait_until
+from benchmarks.harness import Session, WorkerProcess, log, ratio, wait_until
 
 SIDES = ("A", "L", "B")
 TOP = 15
 """Types listed per side: the most numerous per run."""
 
 
-async def census_of_runs(session: Session, kind: str, worker: Any, runs: int, steps: int) -> Any:
-    """(objects per run by type, and in all) of `runs` waiting runs on `worker`."""
+async def census_of_runs(
+    session: Session, kind: str, worker: WorkerProcess, runs: int, steps: int
+) -> dict[str, Any]:
+    """Objects per run, in all and by type (the `TOP` most numerous), that `runs` waiting
+    runs keep on `worker`."""
     idle = await worker.census()
     handles = await asyncio.gather(
         *(

@@ -246,7 +246,7 @@ def profile(data: dict[str, Any]) -> list[str]:
 
 
 def objects(data: dict[str, Any]) -> list[str]:
-    sides = [k for k in ("A", "L", "B") if k in data]
+    sides = ("A", "L", "B")
     lines = [
         f"{data['runs']} runs of {data['steps']} steps left waiting; objects the collector "
         f"tracks, per run, over the idle worker's: "
