@@ -478,3 +478,56 @@ async def test_a_plain_subscriber_far_behind_crosses_continue_as_new_without_a_g
     assert max(per_run) > 64, f"a run should publish more than the baseline: {per_run}"
     assert seqs(slow_records) == seqs(replayed), "no gap, no repeat"
     assert slow_records == replayed
+
+
+async def test_a_plain_subscriber_of_a_waiting_run_reads_each_record_while_the_run_waits(
+    client: Client,
+) -> None:
+    """Records nobody reads wait as bytes in the workflow (`EventStream.flush`): a poll that
+    arrives while the run waits gets them all at once, and one already waiting is woken by
+    each record that follows, with no query or continue-as-new in between."""
+    name = unique("stream-waiting")
+    model = TestModel.with_responses(
+        [
+            talking(1, "deploy", env="staging"),
+            talking(2, "deploy", env="prod"),
+            ModelResponse(parts=[TextPart(text="Deployed twice.")]),
+        ]
+    )
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
+    register(agent)
+    agents = AgentClient(client)
+    seen: list[AgentStreamRecord] = []
+
+    async def subscribe() -> None:
+        stream = WorkflowStreamClient.create(client, handle.id)
+        async for item in stream.subscribe(
+            ["events"], result_type=AgentStreamRecord, poll_cooldown=timedelta(milliseconds=50)
+        ):
+            seen.append(item.data)
+
+    async def until_seen(count: int, kind: str) -> None:
+        while sum(r.kind == kind for r in seen) < count:
+            await asyncio.sleep(0.05)
+
+    async with new_worker(client) as worker:
+        handle = await agents.start(name, "deploy", task_queue=worker.task_queue)
+        await wait_for_status(handle.handle, "waiting")
+        subscriber = asyncio.create_task(subscribe())
+        await asyncio.wait_for(until_seen(1, "waiting"), 20)
+        assert (await handle.status()).status == "waiting"
+        # The subscriber polls again 50 ms after a batch: its poll now waits in the
+        # workflow, and what the approval publishes has to wake it.
+        await asyncio.sleep(0.5)
+        await handle.approve("c1", by="alice")
+        await asyncio.wait_for(until_seen(2, "waiting"), 20)
+        view = await handle.status()
+        assert view.status == "waiting", view
+        assert [p.tool_call_id for p in view.pending_approvals] == ["c2"]
+        assert [r.data["tool_call_id"] for r in seen if r.kind == "approval_decided"] == ["c1"]
+        await handle.approve("c2", by="alice")
+        await handle.result()
+        await asyncio.wait_for(subscriber, 30)
+        replayed = await collect(agents, handle.id)
+    assert seen == replayed
+    assert seqs(seen) == list(range(len(seen)))

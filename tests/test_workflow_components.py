@@ -29,6 +29,7 @@ from durable_agent.temporal.wire import (
     PromptRequest,
 )
 from durable_agent.temporal.workflow.decisions import HumanDecisions
+from durable_agent.temporal.workflow.events import plain_payload, plain_size
 from durable_agent.temporal.workflow.gates import Gate, Refusal
 from durable_agent.temporal.workflow.inputs import read_input
 from durable_agent.temporal.workflow.live import LiveRun
@@ -333,3 +334,12 @@ def test_subscribers_are_followed_while_they_poll_and_forgotten_after_five_minut
     port.clock += timedelta(minutes=5)
     assert subscribers.slowest() is None
     assert subscribers.carry() == []
+
+
+@pytest.mark.parametrize("length", [0, 1, 127, 128, 300, 16_383, 16_384, 2_097_152])
+def test_a_record_waiting_as_bytes_is_counted_at_its_payloads_size(length: int) -> None:
+    # The continue-as-new handoff picks records by these sizes: counted from the bytes a
+    # record waits as, they must be what the Payload it becomes would measure.
+    data = b"x" * length
+    assert plain_size(data) == plain_payload(data).ByteSize()
+    assert plain_payload(data).metadata == {"encoding": b"json/plain"}

@@ -40,6 +40,8 @@ from .client import AgentRunError, CannotConnect, NoWorker, RunNotFound
 from .executor import CONTINUE_AS_NEW
 from .wire import EVENTS_TOPIC, CheckpointsView, RunLink
 from .workflow import AgentWorkflow
+from .workflow.subscribers import OFFSET_QUERY
+from .workflow.subscribers import POLL_UPDATE as POLL_QUERY
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
@@ -50,8 +52,6 @@ __all__ = [
     "StreamReader",
 ]
 
-POLL_QUERY = "__temporal_workflow_stream_poll"
-OFFSET_QUERY = "__temporal_workflow_stream_offset"
 DEFAULT_POLL_INTERVAL = 0.1
 """Seconds between polls of a run that has nothing new: the most a record waits for a
 reader that is caught up (plus one round trip)."""

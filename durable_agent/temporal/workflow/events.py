@@ -4,12 +4,21 @@ Every `AgentStreamRecord` the loop emits is published on the run's Workflow Stre
 `events`) at offset == seq. Invariants: offsets stay equal to seqs (outside publishers are
 refused), a model's delta batches count once and in order, and a continue-as-new hands the
 successor only the latest records, bounded by `HANDOFF_RECORDS` and `HANDOFF_BYTES`.
+
+Records nobody is reading wait as JSON bytes and enter the stream's log when something reads
+it: a poll (update or query), the offset query, or the handoff (`flush`; the plugin's
+`StreamPollInterceptor` calls it before the stream's handlers, and while a poll is in flight
+every record goes in at once, so a waiting poll wakes as before). The log holds a
+`WorkflowStreamItem` and a `Payload` a record, two objects for the garbage collector to walk
+for as long as the run is cached; bytes are none. What a reader sees is the same either way:
+the same records at the same offsets, and no command depends on it, so replays are unchanged.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic_core import to_json
@@ -48,6 +57,23 @@ STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 run's own records are all its stream holds and offsets stay equal to seqs."""
 _JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
 """An empty plain-JSON payload, copied for each stream record (`EventStream.payload`)."""
+_JSON_PLAIN_SIZE = _JSON_PLAIN.ByteSize()
+
+
+def plain_size(data: bytes) -> int:
+    """`Payload.ByteSize()` of `data` as a plain-JSON payload, without building it: the
+    metadata, then the data field (tag, varint length, bytes), absent when empty."""
+    length = len(data)
+    if not length:
+        return _JSON_PLAIN_SIZE
+    return _JSON_PLAIN_SIZE + 1 + (length.bit_length() + 6) // 7 + length
+
+
+def plain_payload(data: bytes) -> Payload:
+    payload = Payload()
+    payload.CopyFrom(_JSON_PLAIN)
+    payload.data = data
+    return payload
 
 
 class EventStream:
@@ -79,13 +105,43 @@ class EventStream:
         self.carried_polls: list[StreamPoll] = []
         """What `handoff` decided the successor carries of `subscribers`."""
         self._plain_records: bool | None = None
+        self._unread: list[bytes] = []
+        """Plain-JSON records not yet in the stream's log (see the module's docstring)."""
+        self._readers = 0
+        """Polls in flight: while there are any, records go into the log at once."""
         self._deltas: tuple[int, int, int] | None = None
         """(step, attempt, next batch) of the model deltas published last."""
 
     def publish(self, record: AgentStreamRecord) -> None:
+        if self._plain_records:
+            data = to_json(record)
+            self._keep_size(plain_size(data))
+            self._unread.append(data)
+            if self._readers:
+                self.flush()
+            return
         payload = self.payload(record)
         self._keep_size(payload.ByteSize())
         self.events.publish(payload)
+
+    def flush(self) -> None:
+        """Puts the records that wait as bytes into the stream's log, in order."""
+        unread = self._unread
+        if unread:
+            self._unread = []
+            publish = self.events.publish
+            for data in unread:
+                publish(plain_payload(data))
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a poll: the log holds every record from its start until it returns."""
+        self.flush()
+        self._readers += 1
+        try:
+            yield
+        finally:
+            self._readers -= 1
 
     def _keep_size(self, size: int) -> None:
         recent = self._recent
@@ -97,13 +153,8 @@ class EventStream:
     def payload(self, record: AgentStreamRecord) -> Payload:
         """The record as the worker's payload converter writes it. A step publishes some
         twenty records and a replay writes them all again, so once the converter is seen
-        to write a record as plain pydantic JSON (the plugin's converter does), the rest
-        are written here, the same bytes without the converter's dispatch."""
-        if self._plain_records:
-            plain = Payload()
-            plain.CopyFrom(_JSON_PLAIN)
-            plain.data = to_json(record)
-            return plain
+        to write a record as plain pydantic JSON (the plugin's converter does), `publish`
+        writes the rest itself, the same bytes without the converter's dispatch."""
         payload = workflow.payload_converter().to_payload(record)
         if self._plain_records is None:
             self._plain_records = payload == Payload(
@@ -121,6 +172,7 @@ class EventStream:
         is further behind, every record from where it is (at most
         `SUBSCRIBER_HANDOFF_BYTES`), so it goes on without a gap. The rest stay readable in
         this run (the `__temporal_workflow_stream_poll` query) while it is retained."""
+        self.flush()
         seq = self._live.seq
         start = seq - self._fitting(HANDOFF_BYTES, HANDOFF_RECORDS)
         slowest = self.subscribers.slowest()

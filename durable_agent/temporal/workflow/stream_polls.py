@@ -1,7 +1,9 @@
-"""The worker interceptor that shows `AgentWorkflow` each Workflow Streams poll it accepts.
+"""The worker interceptor that shows `AgentWorkflow` each Workflow Streams read.
 
-`WorkflowStream` registers its own poll update handler; this inbound interceptor sees every
-accepted poll on its way there and tells the run's `Subscribers` the offset it asked for.
+`WorkflowStream` registers its own poll update and query handlers; this inbound interceptor
+sees each on its way there. An accepted poll tells the run's `Subscribers` the offset it
+asked for, and every read (the poll update, the poll and offset queries) first has the run's
+`EventStream` put the records that wait as bytes into the log (`EventStream.flush`).
 `DurableAgentPlugin` adds it to the user's interceptors (it replaces none).
 """
 
@@ -12,6 +14,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import PollInput
 from temporalio.worker import (
+    HandleQueryInput,
     HandleUpdateInput,
     Interceptor,
     WorkflowInboundInterceptor,
@@ -19,7 +22,7 @@ from temporalio.worker import (
 )
 
 from .agent_workflow import AgentWorkflow
-from .subscribers import POLL_UPDATE
+from .subscribers import OFFSET_QUERY, POLL_UPDATE
 
 __all__ = ["StreamPollInterceptor"]
 
@@ -33,8 +36,19 @@ class StreamPollInterceptor(Interceptor):
 
 class _SeesPolls(WorkflowInboundInterceptor):
     async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
-        if input.update == POLL_UPDATE and input.args and isinstance(input.args[0], PollInput):
+        if input.update != POLL_UPDATE:
+            return await super().handle_update_handler(input)
+        instance = workflow.instance()
+        if not isinstance(instance, AgentWorkflow):
+            return await super().handle_update_handler(input)
+        if input.args and isinstance(input.args[0], PollInput):
+            instance.events.subscribers.polled(input.args[0].from_offset)
+        with instance.events.reading():
+            return await super().handle_update_handler(input)
+
+    async def handle_query(self, input: HandleQueryInput) -> Any:
+        if input.query in (POLL_UPDATE, OFFSET_QUERY):
             instance = workflow.instance()
             if isinstance(instance, AgentWorkflow):
-                instance.events.subscribers.polled(input.args[0].from_offset)
-        return await super().handle_update_handler(input)
+                instance.events.flush()
+        return await super().handle_query(input)

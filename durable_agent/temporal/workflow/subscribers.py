@@ -24,9 +24,11 @@ with workflow.unsafe.imports_passed_through():
     from ..wire import StreamPoll
     from .port import WorkflowPort
 
-__all__ = ["ACTIVE", "POLL_UPDATE", "SUBSCRIBER_HANDOFF_BYTES", "Subscribers"]
+__all__ = ["ACTIVE", "OFFSET_QUERY", "POLL_UPDATE", "SUBSCRIBER_HANDOFF_BYTES", "Subscribers"]
 
 POLL_UPDATE = "__temporal_workflow_stream_poll"
+"""Workflow Streams' poll: an update, and a query of the same name that does not wait."""
+OFFSET_QUERY = "__temporal_workflow_stream_offset"
 ACTIVE = timedelta(minutes=5)
 """A subscriber that has not polled for this long counts as gone."""
 SUBSCRIBER_HANDOFF_BYTES = 256 * 1024
