@@ -8,7 +8,9 @@ agent on a real worker next to a user's own workflow, activity and interceptor.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -18,6 +20,8 @@ import pytest
 from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.api.common.v1 import Payload
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
@@ -492,16 +496,16 @@ def test_contexts_are_asked_once_per_command_until_the_next_activation() -> None
             calls.append(("store", info))
             return f"store of {info}"
 
-        def activate(self, act: object) -> object:
-            calls.append(("activate", act))
-            return "done"
+        def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+            calls.append(("activate", act.run_id))
+            return WorkflowActivationCompletion(run_id=act.run_id)
 
     instance = ContextCachingInstance(Inner())  # type: ignore[arg-type]
     for _ in range(3):
         assert instance.get_serialization_context("a") == "context of a"
         assert instance.get_external_store_context("a") == "store of a"
     assert instance.get_serialization_context(None) == "context of None"
-    instance.activate("act")  # type: ignore[arg-type]
+    instance.activate(WorkflowActivation(run_id="act"))
     assert instance.get_serialization_context("a") == "context of a"
     assert calls == [
         ("context", "a"),
@@ -622,3 +626,32 @@ async def test_a_context_bound_codec_gets_each_payloads_context(dev_server: DevS
     assert result.output == "Tuesday."
     assert f"ActivitySerializationContext:{workflow_id}" in codec.seen
     assert f"WorkflowSerializationContext:{workflow_id}" in codec.seen
+
+
+# --- an evicted run is freed at once -----------------------------------------------------------
+
+
+async def test_an_evicted_agent_run_leaves_nothing_for_the_collector(dev_server: DevServer) -> None:
+    """The SDK's workflow instance refers to itself, and so do a run's components: without
+    `release_evicted` a finished run's workflow, state and conversation stayed in memory
+    until the collector's next full pass. This fails too when a temporalio release keeps
+    its sandboxed instance elsewhere (then nothing is released)."""
+    name = unique("evicted")
+    queue = unique("evicted")
+    client = await Client.connect(
+        dev_server.address, plugins=[DurableAgentPlugin(agents=[order_agent(name, "Tuesday.")])]
+    )
+    gc.collect()
+    async with Worker(client, task_queue=queue):  # a run that ends is evicted at once
+        runs = [await AgentClient(client, task_queue=queue).start(name, "A-17?") for _ in range(3)]
+        results = [await run.result() for run in runs]
+    assert [r.output for r in results] == ["Tuesday."] * 3
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        left = Counter(type(o).__qualname__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    for kind in ("AgentRunState", "AgentLoop", "TemporalExecutor", "ModelRequest"):
+        assert left[kind] == 0, f"{left[kind]} {kind} left for the collector: {left.most_common(8)}"

@@ -16,6 +16,13 @@ either. For those the plugin marks the runner `context_free` (`ignores_contexts`
 the instance answers without entering the sandbox: the SDK then picks the same converter
 it would have picked from the real answer. The plugin judges the converter it is given:
 a replayer plugin listed after it that adds a context-aware codec must be listed before.
+
+When a run leaves the worker's cache (an eviction activation that succeeded: no task of it
+is left, and a query or its next task replays it in a new instance), `release_evicted` lets
+a workflow that asks for it (`EVICTED_HOOK`: `AgentWorkflow` does) drop what its run held.
+The SDK's instance refers to itself (its handler maps hold its own bound methods), so
+everything it reaches, the workflow object and its run's conversation included, would
+otherwise wait for the collector's full pass; what the workflow lets go of is freed at once.
 """
 
 from __future__ import annotations
@@ -42,7 +49,16 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.workflow import Info
 
-__all__ = ["ContextCachingInstance", "ContextCachingSandboxedWorkflowRunner", "ignores_contexts"]
+__all__ = [
+    "EVICTED_HOOK",
+    "ContextCachingInstance",
+    "ContextCachingSandboxedWorkflowRunner",
+    "ignores_contexts",
+    "release_evicted",
+]
+
+EVICTED_HOOK = "_durable_agent_evicted"
+"""A workflow object's method that `release_evicted` calls once its run has left the cache."""
 
 _PROBES: tuple[SerializationContext, ...] = (
     WorkflowSerializationContext(namespace="probe", workflow_id="probe"),
@@ -96,7 +112,12 @@ class ContextCachingInstance(WorkflowInstance):
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         self._contexts.clear()
         self._stores.clear()
-        return self.inner.activate(act)
+        completion = self.inner.activate(act)
+        if completion.HasField("successful") and any(
+            job.HasField("remove_from_cache") for job in act.jobs
+        ):
+            release_evicted(self.inner)
+        return completion
 
     def get_serialization_context(self, command_info: Any) -> SerializationContext | None:
         if self.context_free:
@@ -125,6 +146,24 @@ class ContextCachingInstance(WorkflowInstance):
 
     def get_thread_id(self) -> int | None:
         return self.inner.get_thread_id()
+
+
+def release_evicted(instance: WorkflowInstance) -> bool:
+    """After a sandboxed run's eviction succeeded: calls its workflow object's `EVICTED_HOOK`,
+    if it has one. False when there was nothing to call: a workflow without the hook, or an
+    SDK whose sandbox no longer keeps its instance where this looks (a test in
+    `tests/test_plugin.py` fails then). The SDK's own instance is left as it is: futures
+    it owns may still report to it (as their event loop) when they are freed."""
+    scope = getattr(instance, "globals_and_locals", None)
+    in_sandbox = scope.get("__temporal_in_sandbox") if isinstance(scope, dict) else None
+    fields = getattr(getattr(in_sandbox, "instance", None), "__dict__", None)
+    if not isinstance(fields, dict):
+        return False
+    hook = getattr(fields.get("_object"), EVICTED_HOOK, None)
+    if not callable(hook):
+        return False
+    hook()
+    return True
 
 
 @dataclasses.dataclass(frozen=True)

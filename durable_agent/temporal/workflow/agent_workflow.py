@@ -246,6 +246,23 @@ class AgentWorkflow:
         self.chain.start_step = 0
         return self.session.start_turn(controller, prompt, state)
 
+    def _durable_agent_evicted(self) -> None:
+        """The plugin's sandbox calls this once the run has left the worker's cache
+        (`sandbox.EVICTED_HOOK`), when none of its code runs again. Its components refer
+        to each other (callbacks, the loop's sink), a cycle that would keep its state and
+        conversation until the collector's full pass; emptied, they are freed at once.
+        Worker-wide objects (`hosting`, the registered agent) are only let go. (A run
+        evicted in flight also leaves its cancelled coroutines' frames to the collector.)"""
+        live = self.live
+        controller = live.controller
+        owned: list[object] = [live, self.executor, self.events]
+        if controller is not None:
+            owned += [controller, controller.loop]
+        for component in owned:
+            if component is not None:
+                vars(component).clear()
+        vars(self).clear()
+
     def _continue_as_new_due(self, checkpoint: AgentCheckpoint) -> bool:
         return self.chain.due(checkpoint)
 
