@@ -162,6 +162,7 @@ def throughput(data: dict[str, Any]) -> list[str]:
                 r["server_cpu_ms"],
                 r["gc_ms"],
                 r["gc_collections"],
+                r.get("gc_freed", "-"),
                 r["workflow_tasks"],
                 r["history_bytes"],
             ]
@@ -177,6 +178,7 @@ def throughput(data: dict[str, Any]) -> list[str]:
                 "server CPU ms/step",
                 "gc ms/step",
                 "collections gen 0/1/2",
+                "freed by gc/step",
                 "workflow tasks/step",
                 "bytes/step",
             ],

@@ -1,6 +1,7 @@
 """Concurrent runs: rounds rotate A L B, L B A, B A L, ...; in each, `runs` k-step runs start
 at once and the round ends with the last result. Per step: wall, steps/s, CPU of that side's worker
-process and of the server, its garbage collector's time, workflow tasks and history bytes."""
+process and of the server, its garbage collector's time and the objects it freed (reference
+cycles: what reference counting could not free), workflow tasks and history bytes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ KEYS = (
     "worker_cpu_ms",
     "server_cpu_ms",
     "gc_ms",
+    "gc_freed",
     "workflow_tasks",
     "history_bytes",
 )
@@ -50,6 +52,7 @@ async def measure(session: Session, quick: bool) -> dict[str, Any]:
                     a - b
                     for a, b in zip(gc_after["collections"], gc_before["collections"], strict=True)
                 ]
+                freed = sum(gc_after["collected"]) - sum(gc_before["collected"])
                 row = {
                     "round": i + 1,
                     "kind": kind,
@@ -59,6 +62,7 @@ async def measure(session: Session, quick: bool) -> dict[str, Any]:
                     "server_cpu_ms": sample["server_cpu"] / total * 1e3,
                     "gc_ms": sum(gc) / total * 1e3,
                     "gc_collections": collections,
+                    "gc_freed": freed / total,
                     "workflow_tasks": figures["workflow_tasks"] / total,
                     "history_bytes": figures["bytes"] / total,
                 }

@@ -50,6 +50,7 @@ class Collector:
     def __init__(self, path: Path) -> None:
         self.path, self.asked, self.began = path, 0, 0.0
         self.seconds, self.collections = [0.0, 0.0, 0.0], [0, 0, 0]
+        self.collected = [0, 0, 0]
         gc.callbacks.append(self.observe)
 
     def observe(self, phase: str, info: dict[str, int]) -> None:
@@ -58,10 +59,16 @@ class Collector:
         else:
             self.seconds[info["generation"]] += time.perf_counter() - self.began
             self.collections[info["generation"]] += 1
+            self.collected[info["generation"]] += info["collected"]
 
     def write(self) -> None:
         self.asked += 1
-        stats = {"asked": self.asked, "seconds": self.seconds, "collections": self.collections}
+        stats = {
+            "asked": self.asked,
+            "seconds": self.seconds,
+            "collections": self.collections,
+            "collected": self.collected,
+        }
         self.path.with_suffix(".tmp").write_text(json.dumps(stats))
         self.path.with_suffix(".tmp").replace(self.path)
 
