@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or (
         Path(tempfile.mkdtemp(prefix="durable-agent-bench-")) if args.quick else HERE / "results"
     )
-    target = args.report or (out / "RESULTS.md" if args.quick else HERE / "RESULTS.md")
+    # Results written elsewhere get their report beside them, not over the committed one.
+    target = args.report or (out / "RESULTS.md" if args.quick or args.out else HERE / "RESULTS.md")
     if args.measures != ["report"]:
         measures = [m for m in MEASURES if m in args.measures] or MEASURES
         command = " ".join(["python -m benchmarks", *items])
