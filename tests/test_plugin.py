@@ -655,3 +655,37 @@ async def test_an_evicted_agent_run_leaves_nothing_for_the_collector(dev_server:
         gc.garbage.clear()
     for kind in ("AgentRunState", "AgentLoop", "TemporalExecutor", "ModelRequest"):
         assert left[kind] == 0, f"{left[kind]} {kind} left for the collector: {left.most_common(8)}"
+
+
+def test_an_eviction_run_again_releases_once_and_never_fails() -> None:
+    """The SDK runs an eviction again when one overran its deadlock timeout: the hook is
+    called once, and a hook that raises does not fail the eviction."""
+    calls: list[str] = []
+
+    class Evicted:
+        def _durable_agent_evicted(self) -> None:
+            calls.append("released")
+            raise RuntimeError("a hook that fails")
+
+    class SDKInstance:
+        def __init__(self) -> None:
+            self._object = Evicted()
+
+    class InSandbox:
+        instance = SDKInstance()
+
+    class Inner:
+        def __init__(self) -> None:
+            self.globals_and_locals = {"__temporal_in_sandbox": InSandbox()}
+
+        def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+            completion = WorkflowActivationCompletion(run_id=act.run_id)
+            completion.successful.SetInParent()
+            return completion
+
+    instance = ContextCachingInstance(Inner())  # type: ignore[arg-type]
+    eviction = WorkflowActivation(run_id="r")
+    eviction.jobs.add().remove_from_cache.SetInParent()
+    for _ in range(2):
+        assert instance.activate(eviction).HasField("successful")
+    assert calls == ["released"]

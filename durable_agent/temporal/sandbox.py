@@ -28,6 +28,7 @@ otherwise wait for the collector's full pass; what the workflow lets go of is fr
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
@@ -56,6 +57,8 @@ __all__ = [
     "ignores_contexts",
     "release_evicted",
 ]
+
+log = logging.getLogger(__name__)
 
 EVICTED_HOOK = "_durable_agent_evicted"
 """A workflow object's method that `release_evicted` calls once its run has left the cache."""
@@ -108,15 +111,24 @@ class ContextCachingInstance(WorkflowInstance):
         asking the sandboxed instance."""
         self._contexts: dict[Any, SerializationContext | None] = {}
         self._stores: dict[Any, Any] = {}
+        self._released = False
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         self._contexts.clear()
         self._stores.clear()
         completion = self.inner.activate(act)
-        if completion.HasField("successful") and any(
-            job.HasField("remove_from_cache") for job in act.jobs
+        if (
+            not self._released
+            and completion.HasField("successful")
+            and any(job.HasField("remove_from_cache") for job in act.jobs)
         ):
-            release_evicted(self.inner)
+            # The SDK may run an eviction again (one that overran its deadlock timeout):
+            # release once, and never let releasing fail an eviction that succeeded.
+            self._released = True
+            try:
+                release_evicted(self.inner)
+            except Exception:
+                log.debug("releasing an evicted run failed", exc_info=True)
         return completion
 
     def get_serialization_context(self, command_info: Any) -> SerializationContext | None:

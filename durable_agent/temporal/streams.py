@@ -38,10 +38,8 @@ from durable_agent.stream import TERMINAL_KINDS, AgentStreamRecord
 
 from .client import AgentRunError, CannotConnect, NoWorker, RunNotFound
 from .executor import CONTINUE_AS_NEW
-from .wire import EVENTS_TOPIC, CheckpointsView, RunLink
+from .wire import EVENTS_TOPIC, STREAM_OFFSET_QUERY, STREAM_POLL, CheckpointsView, RunLink
 from .workflow import AgentWorkflow
-from .workflow.subscribers import OFFSET_QUERY
-from .workflow.subscribers import POLL_UPDATE as POLL_QUERY
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
@@ -52,6 +50,8 @@ __all__ = [
     "StreamReader",
 ]
 
+POLL_QUERY = STREAM_POLL
+OFFSET_QUERY = STREAM_OFFSET_QUERY
 DEFAULT_POLL_INTERVAL = 0.1
 """Seconds between polls of a run that has nothing new: the most a record waits for a
 reader that is caught up (plus one round trip)."""

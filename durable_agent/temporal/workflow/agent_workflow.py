@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from .events import STREAM_PUBLISH_SIGNAL, EventStream
     from .gates import Gate, parse_signal
     from .inputs import RawInput, read_input
-    from .live import LiveRun
+    from .live import LiveRun, release_evicted
     from .lookup import checkpoint_lookup
     from .opening import Opening, node_runner
     from .port import TemporalPort
@@ -247,21 +247,8 @@ class AgentWorkflow:
         return self.session.start_turn(controller, prompt, state)
 
     def _durable_agent_evicted(self) -> None:
-        """The plugin's sandbox calls this once the run has left the worker's cache
-        (`sandbox.EVICTED_HOOK`), when none of its code runs again. Its components refer
-        to each other (callbacks, the loop's sink), a cycle that would keep its state and
-        conversation until the collector's full pass; emptied, they are freed at once.
-        Worker-wide objects (`hosting`, the registered agent) are only let go. (A run
-        evicted in flight also leaves its cancelled coroutines' frames to the collector.)"""
-        live = self.live
-        controller = live.controller
-        owned: list[object] = [live, self.executor, self.events]
-        if controller is not None:
-            owned += [controller, controller.loop]
-        for component in owned:
-            if component is not None:
-                vars(component).clear()
-        vars(self).clear()
+        """The plugin's sandbox: the run has left the cache (see `live.release_evicted`)."""
+        release_evicted(vars(self))
 
     def _continue_as_new_due(self, checkpoint: AgentCheckpoint) -> bool:
         return self.chain.due(checkpoint)

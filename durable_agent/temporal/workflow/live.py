@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from ...stream import StreamKind
     from ..wire import AgentWorkflowInput
 
-__all__ = ["LiveRun"]
+__all__ = ["LiveRun", "release_evicted"]
 
 
 class LiveRun:
@@ -60,3 +60,28 @@ class LiveRun:
         loop = self.loop
         if loop is not None:
             loop.emit(kind, node, **data)
+
+
+def release_evicted(workflow_fields: dict[str, Any]) -> None:
+    """Empties a run's workflow object (its `vars`) and the components only it owns, once
+    the run has left the worker's cache and none of its code runs again. The components
+    refer to each other (callbacks, the loop's sink), a cycle that would keep the run's
+    state and conversation until the collector's full pass; emptied, they are freed at once.
+    Worker-wide objects (`hosting`, the registered agent) are only let go. Released once:
+    a second call finds nothing. (A run evicted in flight also leaves its cancelled
+    coroutines' frames to the collector.)"""
+    live = workflow_fields.get("live")
+    if not isinstance(live, LiveRun):
+        return
+    controller = live.controller
+    owned: list[object] = [
+        live,
+        workflow_fields.get("executor"),
+        workflow_fields.get("events"),
+    ]
+    if controller is not None:
+        owned += [controller, controller.loop]
+    for component in owned:
+        if component is not None:
+            vars(component).clear()
+    workflow_fields.clear()

@@ -21,14 +21,13 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ..wire import StreamPoll
+    from ..wire import STREAM_OFFSET_QUERY, STREAM_POLL, StreamPoll
     from .port import WorkflowPort
 
 __all__ = ["ACTIVE", "OFFSET_QUERY", "POLL_UPDATE", "SUBSCRIBER_HANDOFF_BYTES", "Subscribers"]
 
-POLL_UPDATE = "__temporal_workflow_stream_poll"
-"""Workflow Streams' poll: an update, and a query of the same name that does not wait."""
-OFFSET_QUERY = "__temporal_workflow_stream_offset"
+POLL_UPDATE = STREAM_POLL
+OFFSET_QUERY = STREAM_OFFSET_QUERY
 ACTIVE = timedelta(minutes=5)
 """A subscriber that has not polled for this long counts as gone."""
 SUBSCRIBER_HANDOFF_BYTES = 256 * 1024
