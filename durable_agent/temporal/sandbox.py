@@ -18,7 +18,7 @@ it would have picked from the real answer. The plugin judges the converter it is
 a replayer plugin listed after it that adds a context-aware codec must be listed before.
 
 When a run leaves the worker's cache (an eviction activation that succeeded: no task of it
-is left, and a query or its next task replays it in a new instance), `release_evicted` lets
+is left, and a query or its next task replays it in a new instance), `call_evicted_hook` lets
 a workflow that asks for it (`EVICTED_HOOK`: `AgentWorkflow` does) drop what its run held.
 The SDK's instance refers to itself (its handler maps hold its own bound methods), so
 everything it reaches, the workflow object and its run's conversation included, would
@@ -54,14 +54,14 @@ __all__ = [
     "EVICTED_HOOK",
     "ContextCachingInstance",
     "ContextCachingSandboxedWorkflowRunner",
+    "call_evicted_hook",
     "ignores_contexts",
-    "release_evicted",
 ]
 
 log = logging.getLogger(__name__)
 
 EVICTED_HOOK = "_durable_agent_evicted"
-"""A workflow object's method that `release_evicted` calls once its run has left the cache."""
+"""A workflow object's method that `call_evicted_hook` calls once its run has left the cache."""
 
 _PROBES: tuple[SerializationContext, ...] = (
     WorkflowSerializationContext(namespace="probe", workflow_id="probe"),
@@ -126,7 +126,7 @@ class ContextCachingInstance(WorkflowInstance):
             # release once, and never let releasing fail an eviction that succeeded.
             self._released = True
             try:
-                release_evicted(self.inner)
+                call_evicted_hook(self.inner)
             except Exception:
                 log.debug("releasing an evicted run failed", exc_info=True)
         return completion
@@ -160,22 +160,20 @@ class ContextCachingInstance(WorkflowInstance):
         return self.inner.get_thread_id()
 
 
-def release_evicted(instance: WorkflowInstance) -> bool:
+def call_evicted_hook(instance: WorkflowInstance) -> None:
     """After a sandboxed run's eviction succeeded: calls its workflow object's `EVICTED_HOOK`,
-    if it has one. False when there was nothing to call: a workflow without the hook, or an
-    SDK whose sandbox no longer keeps its instance where this looks (a test in
-    `tests/test_plugin.py` fails then). The SDK's own instance is left as it is: futures
-    it owns may still report to it (as their event loop) when they are freed."""
+    if it has one. Nothing is called for a workflow without the hook, nor under an SDK whose
+    sandbox no longer keeps its instance where this looks (a test in `tests/test_plugin.py`
+    fails then). The SDK's own instance is left as it is: futures it owns may still report
+    to it (as their event loop) when they are freed."""
     scope = getattr(instance, "globals_and_locals", None)
     in_sandbox = scope.get("__temporal_in_sandbox") if isinstance(scope, dict) else None
     fields = getattr(getattr(in_sandbox, "instance", None), "__dict__", None)
     if not isinstance(fields, dict):
-        return False
+        return
     hook = getattr(fields.get("_object"), EVICTED_HOOK, None)
-    if not callable(hook):
-        return False
-    hook()
-    return True
+    if callable(hook):
+        hook()
 
 
 @dataclasses.dataclass(frozen=True)

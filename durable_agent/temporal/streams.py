@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 POLL_QUERY = STREAM_POLL
-OFFSET_QUERY = STREAM_OFFSET_QUERY
 DEFAULT_POLL_INTERVAL = 0.1
 """Seconds between polls of a run that has nothing new: the most a record waits for a
 reader that is caught up (plus one round trip)."""
@@ -196,7 +195,7 @@ class StreamReader:
         """The seq the latest run's next record will get."""
         offset: int = await self._ask(
             "stream offset query",
-            lambda: self._run(None).query(OFFSET_QUERY, result_type=int),
+            lambda: self._run(None).query(STREAM_OFFSET_QUERY, result_type=int),
         )
         return offset
 

@@ -56,7 +56,7 @@ STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 """The Workflow Streams signal through which outside clients publish: refused here, so the
 run's own records are all its stream holds and offsets stay equal to seqs."""
 _JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
-"""An empty plain-JSON payload, copied for each stream record (`EventStream.payload`)."""
+"""An empty plain-JSON payload, copied for each stream record (`plain_payload`)."""
 _JSON_PLAIN_SIZE = _JSON_PLAIN.ByteSize()
 
 

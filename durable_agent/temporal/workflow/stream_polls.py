@@ -22,7 +22,9 @@ from temporalio.worker import (
 )
 
 from .agent_workflow import AgentWorkflow
-from .subscribers import OFFSET_QUERY, POLL_UPDATE
+
+with workflow.unsafe.imports_passed_through():
+    from ..wire import STREAM_OFFSET_QUERY, STREAM_POLL
 
 __all__ = ["StreamPollInterceptor"]
 
@@ -36,9 +38,7 @@ class StreamPollInterceptor(Interceptor):
 
 class _SeesPolls(WorkflowInboundInterceptor):
     async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
-        if input.update != POLL_UPDATE:
-            return await super().handle_update_handler(input)
-        instance = workflow.instance()
+        instance = workflow.instance() if input.update == STREAM_POLL else None
         if not isinstance(instance, AgentWorkflow):
             return await super().handle_update_handler(input)
         if input.args and isinstance(input.args[0], PollInput):
@@ -47,7 +47,7 @@ class _SeesPolls(WorkflowInboundInterceptor):
             return await super().handle_update_handler(input)
 
     async def handle_query(self, input: HandleQueryInput) -> Any:
-        if input.query in (POLL_UPDATE, OFFSET_QUERY):
+        if input.query in (STREAM_POLL, STREAM_OFFSET_QUERY):
             instance = workflow.instance()
             if isinstance(instance, AgentWorkflow):
                 instance.events.flush()

@@ -21,13 +21,11 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ..wire import STREAM_OFFSET_QUERY, STREAM_POLL, StreamPoll
+    from ..wire import StreamPoll
     from .port import WorkflowPort
 
-__all__ = ["ACTIVE", "OFFSET_QUERY", "POLL_UPDATE", "SUBSCRIBER_HANDOFF_BYTES", "Subscribers"]
+__all__ = ["ACTIVE", "SUBSCRIBER_HANDOFF_BYTES", "Subscribers"]
 
-POLL_UPDATE = STREAM_POLL
-OFFSET_QUERY = STREAM_OFFSET_QUERY
 ACTIVE = timedelta(minutes=5)
 """A subscriber that has not polled for this long counts as gone."""
 SUBSCRIBER_HANDOFF_BYTES = 256 * 1024
