@@ -29,7 +29,7 @@ from benchmarks import (
     throughput,
 )
 from benchmarks.harness import Session, log, write_json
-from durable_agent.logs import configure_logging
+from durable_agent.cli.logs import configure_logging
 
 HERE = Path(__file__).parent
 TEMPORAL = {

@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks import workload
 from benchmarks.harness import Session, log, median, ratio
 from durable_agent import AgentBuilder, UsageLimits
-from durable_agent.agent import Agent
+from durable_agent.agent.agent import Agent
 from durable_agent.models.openai import OpenAIChatModel
 
 MODEL = "gpt-4o-mini"

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallPart,
         UsageLimits,
     )
-    from durable_agent.agent import Agent
+    from durable_agent.agent.agent import Agent
     from durable_agent.models import AgentInfo
     from durable_agent.models.openai import OpenAIChatModel
     from durable_agent.temporal import AgentClient, DurableAgentPlugin

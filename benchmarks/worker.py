@@ -38,8 +38,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from benchmarks import quota, workload
-from durable_agent.logs import configure_logging
-from durable_agent.quotas import parse_quota
+from durable_agent.cli.logs import configure_logging
+from durable_agent.engine.quotas import parse_quota
 from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
 
 SLOTS = 100

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallPart,
         UsageLimits,
     )
-    from durable_agent.agent import Agent
+    from durable_agent.agent.agent import Agent
     from durable_agent.temporal import AgentActivityConfig, AgentWorkflow, AgentWorkflowInput
 
 RESULT = "x" * 250

@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
-from .agent import Agent, AgentBuilder, AgentResult
-from .controller import RunController
-from .errors import (
+from .agent.agent import Agent, AgentResult
+from .agent.builder import AgentBuilder
+from .agent.in_process import DirectNodeRunner
+from .contract.checkpoint import (
+    AgentCheckpoint,
+    AgentCheckpointMetadata,
+    AgentExecutionDecision,
+    AgentExecutionDecisionAdapter,
+    AgentExecutionNode,
+    AgentExecutor,
+    AgentResumeCursor,
+    AgentResumeEvidence,
+    Continue,
+    DirectAgentExecutor,
+    ExecutionSuspended,
+    Suspend,
+)
+from .contract.decisions import (
+    DeferredToolCall,
+    DeferredToolResult,
+    PendingToolApproval,
+    ToolApprovalDecision,
+)
+from .contract.errors import (
     AgentError,
     AgentExecutorError,
     ApprovalRequired,
     CallDeferred,
     ConversationTooLarge,
-    ExecutionSuspended,
     HitlDecisionError,
     InvalidInput,
     MaxStepsExceeded,
@@ -25,23 +45,7 @@ from .errors import (
     UsageLimitExceeded,
     UserError,
 )
-from .executor import (
-    AgentCheckpoint,
-    AgentCheckpointMetadata,
-    AgentExecutionDecision,
-    AgentExecutionDecisionAdapter,
-    AgentExecutionNode,
-    AgentExecutor,
-    AgentResumeCursor,
-    AgentResumeEvidence,
-    Continue,
-    DirectAgentExecutor,
-    Suspend,
-)
-from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
-from .ids import IdSource, SystemIdSource
-from .loop import AgentLoop, apply_hitl_decisions
-from .messages import (
+from .contract.messages import (
     InstructionPart,
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -58,6 +62,18 @@ from .messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from .contract.records import AgentStreamRecord
+from .contract.state import AgentRunState, RunError, RunStatus
+from .contract.tools import ToolContext, ToolDefinition
+from .contract.trace_context import TraceContext
+from .contract.usage import Usage, UsageLimits
+from .engine.controller import RunController
+from .engine.ids import IdSource, SystemIdSource
+from .engine.loop import AgentLoop, apply_hitl_decisions
+from .engine.overrides import AgentOverrides
+from .engine.quotas import ModelQuota
+from .engine.runner import Driver, NodeRunner
+from .engine.tools import Tool
 from .models import (
     AgentInfo,
     FunctionModel,
@@ -67,13 +83,6 @@ from .models import (
     ModelSettings,
     TestModel,
 )
-from .overrides import AgentOverrides
-from .runner import DirectNodeRunner, Driver, NodeRunner
-from .state import AgentRunState, RunError, RunStatus
-from .stream import AgentStreamRecord
-from .tools import Tool, ToolContext, ToolDefinition
-from .trace_context import TraceContext
-from .usage import Usage, UsageLimits
 
 __all__ = [
     "Agent",
@@ -115,6 +124,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelMessage",
     "ModelMessagesTypeAdapter",
+    "ModelQuota",
     "ModelRequest",
     "ModelRequestParameters",
     "ModelResponse",

@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from durable_agent import AgentBuilder, TestModel
-from durable_agent.messages import ModelResponse, TextPart, ToolCallPart
-from durable_agent.usage import Usage, UsageLimits
+from durable_agent.contract.messages import ModelResponse, TextPart, ToolCallPart
+from durable_agent.contract.usage import Usage, UsageLimits
 
 
 def _record(name: str) -> None:

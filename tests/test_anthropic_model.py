@@ -30,8 +30,8 @@ from durable_agent import (
     UserError,
     UserPromptPart,
 )
+from durable_agent.contract.tools import ToolDefinition
 from durable_agent.models.anthropic import AnthropicModel
-from durable_agent.tools import ToolDefinition
 from tests.support.anthropic_server import (
     AnthropicErrorReply,
     AnthropicUsage,

@@ -27,7 +27,7 @@ from durable_agent import (
     ToolReturnPart,
     UserPromptPart,
 )
-from durable_agent.nodes import ToolApprovalNeeded, ToolRetry, ToolReturned
+from durable_agent.engine.node_io import ToolApprovalNeeded, ToolRetry, ToolReturned
 from durable_agent.temporal import AgentWorkflow, WorkerRuntime, runtime_of
 from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.compaction.digest import EMPTY_DIGEST, HistoryDigest, extend_digest
@@ -297,8 +297,8 @@ async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> Non
 def test_a_tool_calls_idempotency_key_is_left_out_and_derived_again_by_one_rule() -> None:
     """The workflow leaves the default key out of the activity input; the activity derives
     it again; a key the run chose travels as it is."""
-    from durable_agent.messages import ToolCall
-    from durable_agent.nodes import ToolCallInput
+    from durable_agent.contract.messages import ToolCall
+    from durable_agent.engine.node_io import ToolCallInput
     from durable_agent.temporal.compaction import default_idempotency_key
     from durable_agent.temporal.compaction.packer import RequestPacker
     from durable_agent.temporal.compaction.resolver import resolve_tool_call

@@ -27,9 +27,9 @@ from durable_agent import (
     UsageLimitExceeded,
     UsageLimits,
 )
+from durable_agent.engine.pricing import dollars, price
 from durable_agent.inbox import InboxSettings, create_app
 from durable_agent.inbox.server import InboxServer
-from durable_agent.pricing import dollars, price
 from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer

@@ -27,7 +27,7 @@ from durable_agent import (
     ToolApprovalDecision,
     UsageLimits,
 )
-from durable_agent.subagents import agent_tree
+from durable_agent.engine.spec import agent_tree
 from durable_agent.temporal import (
     AgentActivityConfig,
     AgentClient,

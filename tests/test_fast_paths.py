@@ -19,9 +19,9 @@ from packaging.version import Version
 from pydantic import BaseModel
 
 from durable_agent import Usage
-from durable_agent._fields import replaced, shallow_copy, trusted
-from durable_agent.messages import ToolCall
-from durable_agent.state import AgentRunState
+from durable_agent.contract._fields import replaced, shallow_copy, trusted
+from durable_agent.contract.messages import ToolCall
+from durable_agent.contract.state import AgentRunState
 
 ROOT = Path(__file__).resolve().parent.parent
 VERIFIED_MINORS = ("2.12", "2.13", "2.14")

@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentBuilder, InvalidInput, TestModel, ToolApprovalDecision
 from durable_agent.cli.app import amain
-from durable_agent.hitl import read_deferred_response
+from durable_agent.contract.decisions import read_deferred_response
 from durable_agent.temporal import AgentClient, DurableAgentPlugin
 from durable_agent.temporal.client import Rejected
 from durable_agent.temporal.devserver import DevServer

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from durable_agent.ids import SystemIdSource, new_id
+from durable_agent.engine.ids import SystemIdSource, new_id
 
 
 def test_ids_are_random_version_4_uuids_and_do_not_repeat_across_batches() -> None:

@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import Client
 
 from durable_agent import AgentBuilder, TestModel
-from durable_agent.logs import configure_logging
+from durable_agent.cli.logs import configure_logging
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from tests.temporal_support import registry
 

@@ -35,7 +35,7 @@ from durable_agent import (
     UsageLimits,
     UserPromptPart,
 )
-from durable_agent.history_processors import keep_last_messages
+from durable_agent.engine.history_processors import keep_last_messages
 from durable_agent.models import AgentInfo
 from durable_agent.temporal import (
     AgentActivityConfig,

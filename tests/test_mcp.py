@@ -30,6 +30,7 @@ from durable_agent import (
     ToolReturnPart,
     UserError,
 )
+from durable_agent.contract.toolsets import ToolsetMisconfigured, ToolsetResult
 from durable_agent.mcp import (
     MCPServerMisconfigured,
     MCPServerStdio,
@@ -39,7 +40,6 @@ from durable_agent.mcp import (
 )
 from durable_agent.mcp.schemas import SchemaChecker
 from durable_agent.models import AgentInfo
-from durable_agent.toolsets import ToolsetMisconfigured, ToolsetResult
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import DemoServer, free_port, http, http_server, wait_until_gone

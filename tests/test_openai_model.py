@@ -43,8 +43,8 @@ from durable_agent import (
     UserError,
     UserPromptPart,
 )
+from durable_agent.contract.tools import OUTPUT_TOOL_NAME
 from durable_agent.models.openai import FIX_ERRORS, OpenAIChatModel, parse_retry_after
-from durable_agent.output import OUTPUT_TOOL_NAME
 from tests.support.openai_server import (
     DisconnectReply,
     ErrorReply,

@@ -26,8 +26,8 @@ from durable_agent import (
     ToolReturnPart,
     UserPromptPart,
 )
+from durable_agent.contract.tools import ToolDefinition
 from durable_agent.models.openai import OpenAIResponsesModel
-from durable_agent.tools import ToolDefinition
 from tests.support.responses_server import (
     FakeResponsesServer,
     FunctionCall,

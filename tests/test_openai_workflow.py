@@ -28,7 +28,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import Agent, AgentBuilder
-from durable_agent.logs import configure_logging
+from durable_agent.cli.logs import configure_logging
 from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.registry import AgentActivityConfig

@@ -22,10 +22,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from durable_agent import AgentBuilder, InvalidInput
+from durable_agent.engine.overrides import AgentOverrides
 from durable_agent.models import FallbackModel
 from durable_agent.models.anthropic import AnthropicModel
 from durable_agent.models.openai import OpenAIResponsesModel
-from durable_agent.overrides import AgentOverrides
 from durable_agent.temporal import AgentClient, AgentWorkflow
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import AgentActivityConfig

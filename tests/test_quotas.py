@@ -19,9 +19,15 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from durable_agent.errors import UserError
+from durable_agent.contract.errors import UserError
+from durable_agent.engine.quotas import (
+    ModelQuota,
+    QuotaWindow,
+    estimate_tokens,
+    model_key,
+    parse_quota,
+)
 from durable_agent.models.openai import OpenAIChatModel
-from durable_agent.quotas import ModelQuota, QuotaWindow, estimate_tokens, model_key, parse_quota
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.quota import KeeperView, QuotaKeeper, keeper_id
@@ -69,7 +75,7 @@ def test_the_window_keeps_a_sixth_of_a_minute_in_any_ten_seconds() -> None:
 
 def test_a_token_estimate_uses_the_last_usage_it_has() -> None:
     from durable_agent import ModelRequest, ModelResponse, TextPart, UserPromptPart
-    from durable_agent.usage import Usage
+    from durable_agent.contract.usage import Usage
 
     first = [ModelRequest(parts=[UserPromptPart(content="x" * 400)])]
     assert estimate_tokens(first) > 100
@@ -207,7 +213,7 @@ async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
 
 
 async def test_a_priority_out_of_range_is_refused_before_anything_starts(client: Client) -> None:
-    from durable_agent.errors import InvalidInput
+    from durable_agent.contract.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="priority=9 is out of range"):
         await AgentClient(client, task_queue=unique("nowhere")).start("quoted", "x", priority=9)

@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Replayer
 
 from durable_agent import AgentBuilder, TestModel, ToolApprovalDecision, ToolCallPart, UserError
-from durable_agent.subagents import MAX_SUBAGENT_DEPTH
+from durable_agent.engine.subagents import MAX_SUBAGENT_DEPTH
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer

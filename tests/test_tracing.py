@@ -21,13 +21,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from temporalio.client import Client
 
-from durable_agent import (
-    AgentBuilder,
-    TestModel,
-    ToolApprovalDecision,
-    telemetry,
-)
-from durable_agent.logs import configure_logging
+from durable_agent import AgentBuilder, TestModel, ToolApprovalDecision
+from durable_agent.cli.logs import configure_logging
+from durable_agent.engine import telemetry
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import AgentActivityConfig

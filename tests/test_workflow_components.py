@@ -18,9 +18,10 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentBuilder, DirectAgentExecutor, SystemIdSource, TestModel
-from durable_agent.controller import RunController
-from durable_agent.runner import DirectNodeRunner, Driver
-from durable_agent.state import AgentRunState, RunStatus
+from durable_agent.agent.in_process import DirectNodeRunner
+from durable_agent.contract.state import AgentRunState, RunStatus
+from durable_agent.engine.controller import RunController
+from durable_agent.engine.runner import Driver
 from durable_agent.temporal.executor import TemporalExecutor
 from durable_agent.temporal.wire import (
     AgentWorkflowInput,

@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from durable_agent.stream import AgentStreamRecord
+from durable_agent.contract.records import AgentStreamRecord
 from durable_agent.temporal.client import AgentRunError, AgentRunHandle, Rejected, RunFailed
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult
 

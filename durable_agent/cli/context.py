@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from durable_agent.hitl import read_deferred_response
+from durable_agent.contract.decisions import read_deferred_response
 from durable_agent.temporal.client import DEFAULT_TIMEOUT, AgentClient
 from durable_agent.temporal.storage import STORAGE_ENV
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS

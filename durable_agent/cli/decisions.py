@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import click
 
-from durable_agent.hitl import denial_problem
+from durable_agent.contract.decisions import denial_problem
 from durable_agent.temporal.client import AgentRunHandle
 from durable_agent.temporal.wire import UpdateAccepted
 

@@ -18,7 +18,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from durable_agent.stream import AgentStreamRecord
+from durable_agent.contract.records import AgentStreamRecord
 from durable_agent.temporal.executor import CONTINUE_AS_NEW
 from durable_agent.temporal.wire import AgentStatusView
 

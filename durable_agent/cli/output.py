@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from durable_agent import AgentResumeEvidence, Usage
-from durable_agent.pricing import dollars
+from durable_agent.engine.pricing import dollars
 from durable_agent.temporal.client import ListedRun
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, PendingApprovalView
 

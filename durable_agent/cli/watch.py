@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from durable_agent.stream import AgentStreamRecord
+from durable_agent.contract.records import AgentStreamRecord
 from durable_agent.temporal.client import AgentRunError, AgentRunHandle
 
 from .context import EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options

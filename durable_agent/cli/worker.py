@@ -26,9 +26,9 @@ import click
 import structlog
 from click.core import ParameterSource
 
-from durable_agent.errors import UserError
-from durable_agent.logs import configure_logging
-from durable_agent.quotas import ModelQuota, parse_quota
+from durable_agent.cli.logs import configure_logging
+from durable_agent.contract.errors import UserError
+from durable_agent.engine.quotas import ModelQuota, parse_quota
 from durable_agent.temporal import DEFAULT_TASK_QUEUE
 from durable_agent.temporal import worker as library
 from durable_agent.temporal.registry import AgentRegistry

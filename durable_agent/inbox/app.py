@@ -30,7 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from durable_agent.pricing import dollars
+from durable_agent.engine.pricing import dollars
 from durable_agent.temporal.client import AgentClient, AgentRunError
 
 from .auth import Identity, LoginThrottle, UserDirectory, identity_from_headers

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from starlette.datastructures import FormData
 
-from durable_agent.approvers import approver_problem
-from durable_agent.hitl import denial_problem, read_deferred_response
+from durable_agent.contract.decisions import denial_problem, read_deferred_response
+from durable_agent.engine.approvers import approver_problem
 from durable_agent.temporal.client import (
     AgentClient,
     AgentRunError,

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from durable_agent.approvers import approver_problem
-from durable_agent.messages import (
+from durable_agent.contract.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -26,6 +25,7 @@ from durable_agent.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from durable_agent.engine.approvers import approver_problem
 from durable_agent.temporal.client import AgentClient, AgentRunError, RunClosed, RunNotFound
 from durable_agent.temporal.wire import AgentStatusView, PendingApprovalView
 

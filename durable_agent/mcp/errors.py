@@ -12,7 +12,7 @@ the values of its `env` or `headers`: they end up in logs and in Temporal's hist
 
 from __future__ import annotations
 
-from ..toolsets import ToolsetError, ToolsetMisconfigured
+from ..contract.toolsets import ToolsetError, ToolsetMisconfigured
 
 __all__ = ["MCPServerMisconfigured", "MCPServerUnavailable"]
 

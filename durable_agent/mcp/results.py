@@ -31,7 +31,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from ..toolsets import ToolsetResult
+from ..contract.toolsets import ToolsetResult
 
 __all__ = ["MCP_TOOL_ERROR", "to_toolset_result"]
 

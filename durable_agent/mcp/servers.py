@@ -29,9 +29,9 @@ from mcp import Client, MCPError
 from mcp.client import Transport
 from pydantic import ValidationError
 
-from ..errors import AgentError, UserError
-from ..tools import ToolContext
-from ..toolsets import ToolsetListing, ToolsetResult, ToolsetTool, listing_digest
+from ..contract.errors import AgentError, UserError
+from ..contract.tools import ToolContext
+from ..contract.toolsets import ToolsetListing, ToolsetResult, ToolsetTool, listing_digest
 from .errors import MCPServerMisconfigured, MCPServerUnavailable
 from .results import to_toolset_result
 from .schemas import SchemaChecker
@@ -418,4 +418,4 @@ def _list_page(cursor: str | None) -> Callable[[Client], Awaitable[mcp_types.Lis
 
 
 # The transports build on `MCPServer`: imported after it.
-from .transports import MCPServerStdio, MCPServerStreamableHTTP  # noqa: E402
+from .transports import MCPServerStdio, MCPServerStreamableHTTP

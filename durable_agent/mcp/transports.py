@@ -19,7 +19,7 @@ from mcp.client import Transport
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ..errors import AgentError, UserError
+from ..contract.errors import AgentError, UserError
 from .servers import MCPServer, ProcessToolCall
 from .session import Session
 

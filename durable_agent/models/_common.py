@@ -21,8 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import ValidationError
 from pydantic_core import to_json
 
-from ..errors import AgentError, ModelHTTPError, UnexpectedModelBehavior, UserError
-from ..messages import (
+from ..contract.errors import AgentError, ModelHTTPError, UnexpectedModelBehavior, UserError
+from ..contract.messages import (
     InstructionPart,
     ModelMessage,
     ModelResponse,
@@ -32,7 +32,7 @@ from ..messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from ..output import OUTPUT_TOOL_NAME
+from ..contract.tools import OUTPUT_TOOL_NAME
 from .base import Model, ModelSettings
 
 __all__ = [

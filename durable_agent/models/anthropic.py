@@ -24,10 +24,9 @@ except ImportError as _missing:  # pragma: no cover - depends on the installed e
     ) from _missing
 from pydantic import ValidationError
 
-from ..errors import AgentError, UnexpectedModelBehavior, UserError
-from ..messages import ModelMessage, ModelResponse
-from ..output import OUTPUT_TOOL_NAME
-from ..tools import ToolDefinition
+from ..contract.errors import AgentError, UnexpectedModelBehavior, UserError
+from ..contract.messages import ModelMessage, ModelResponse
+from ..contract.tools import OUTPUT_TOOL_NAME, ToolDefinition
 from ._common import NO_KEY_PLACEHOLDER, SDKModel, merge_settings, parse_arguments
 from .anthropic_messages import REDACTED, map_messages, response_parts, tool_param, usage_of
 from .base import DeltaSink, ModelDelta, ModelRequestParameters, ModelSettings, OutputMode

@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UnexpectedModelBehavior
-from ..messages import (
+from ..contract.errors import UnexpectedModelBehavior
+from ..contract.messages import (
     ModelMessage,
     ModelResponse,
     ModelResponsePart,
@@ -24,9 +24,8 @@ from ..messages import (
     ThinkingPart,
     ToolCallPart,
 )
-from ..output import OUTPUT_TOOL_NAME
-from ..tools import ToolDefinition
-from ..usage import Usage
+from ..contract.tools import OUTPUT_TOOL_NAME, ToolDefinition
+from ..contract.usage import Usage
 from ._common import AssistantTurn, conversation, own_thinking, safe_tool_id
 from .base import OutputMode
 

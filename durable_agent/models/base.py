@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..messages import ModelMessage, ModelResponse
-from ..tools import ToolDefinition
+from ..contract.messages import ModelMessage, ModelResponse
+from ..contract.tools import ToolDefinition
 
 __all__ = [
     "DeltaSink",

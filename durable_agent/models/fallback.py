@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import structlog
 
-from ..errors import AgentError, UserError
-from ..messages import ModelMessage, ModelResponse
+from ..contract.errors import AgentError, UserError
+from ..contract.messages import ModelMessage, ModelResponse
 from .base import DeltaSink, Model, ModelRequestParameters, OutputMode
 
 __all__ = ["FALLBACK_INDEX", "FallbackModel", "model_label"]

@@ -5,8 +5,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from ..messages import ModelMessage, ModelResponse, ModelResponsePart, TextPart, ThinkingPart
-from ..usage import Usage
+from ..contract.messages import (
+    ModelMessage,
+    ModelResponse,
+    ModelResponsePart,
+    TextPart,
+    ThinkingPart,
+)
+from ..contract.usage import Usage
 from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters
 
 __all__ = ["AgentInfo", "FunctionModel", "ModelFunction", "StreamFunction"]

@@ -4,7 +4,7 @@ completions), and a fallback chain as a comma-separated list of them."""
 
 from __future__ import annotations
 
-from ..errors import UserError
+from ..contract.errors import UserError
 from .base import Model
 from .fallback import FallbackModel
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ..errors import UnexpectedModelBehavior
-from ..messages import (
+from ..contract.errors import UnexpectedModelBehavior
+from ..contract.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -15,7 +15,7 @@ from ..messages import (
     ToolCallPart,
     UserPromptPart,
 )
-from ..usage import Usage
+from ..contract.usage import Usage
 from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters
 
 __all__ = ["TestModel"]

@@ -3,6 +3,7 @@ hosts agents on a worker, and the client people and scripts drive runs with."""
 
 from __future__ import annotations
 
+from ..engine.quotas import ModelQuota
 from .client import AgentClient, AgentRunHandle
 from .executor import TemporalExecutor
 from .plugin import DurableAgentPlugin
@@ -59,6 +60,7 @@ __all__ = [
     "ForkOrigin",
     "HistoryPageQuery",
     "MissingCheckpoints",
+    "ModelQuota",
     "PendingApprovalView",
     "ResumeFrom",
     "ResumeSignal",

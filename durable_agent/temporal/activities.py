@@ -18,9 +18,12 @@ from pydantic_core import to_json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent import Agent, AgentError, ModelHTTPError, ModelRequest, ModelResponse, nodes
+from durable_agent import AgentError, ModelHTTPError, ModelRequest, ModelResponse
+from durable_agent.contract.toolsets import ToolsetListing
+from durable_agent.engine import nodes
+from durable_agent.engine.quotas import model_key
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.models.fallback import FallbackModel
-from durable_agent.quotas import model_key
 from durable_agent.temporal.wire import (
     ListToolsActivityInput,
     ModelRequestActivityInput,
@@ -28,7 +31,6 @@ from durable_agent.temporal.wire import (
     ToolCallActivityInput,
     ValidateOutputActivityInput,
 )
-from durable_agent.toolsets import ToolsetListing
 
 from .compaction.format import pack_response, pack_tool_outcome
 from .compaction.resolver import remember_answer, resolve_request, resolve_tool_call
@@ -183,7 +185,7 @@ class NodeActivities:
             )
             return _checked(pack_response(response), "model_request")
 
-    async def _refused(self, agent: Agent[Any], task_queue: str, error: ModelHTTPError) -> None:
+    async def _refused(self, agent: AgentSpec, task_queue: str, error: ModelHTTPError) -> None:
         """A 429 for a key with a quota here pauses the key for every run of the queue."""
         key = model_key(agent.model)
         if error.status_code == 429 and key in self._runtime.hosting.quotas:
@@ -240,7 +242,7 @@ deltas, so a later member's text supersedes an earlier one's as a retry's does."
 
 
 async def _streamed(
-    agent: Agent[Any],
+    agent: AgentSpec,
     request: nodes.ModelRequestInput,
     workflow_id: str,
     run_id: str,

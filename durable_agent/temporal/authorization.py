@@ -8,10 +8,9 @@ it returns, and the `approval` signal handler drops it with a log line.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from ..agent import Agent
-from ..approvers import approver_problem
+from ..engine.approvers import approver_problem
+from ..engine.spec import AgentSpec
 from .signing import ENV_VAR, ApprovalKeys, signed_problem
 from .wire import ApprovalSignal
 
@@ -19,7 +18,7 @@ __all__ = ["decision_problem"]
 
 
 def decision_problem(
-    agent: Agent[Any],
+    agent: AgentSpec,
     tool_name: str,
     signal: ApprovalSignal,
     *,

@@ -21,7 +21,7 @@ from durable_agent import (
     Continue,
     Suspend,
 )
-from durable_agent.stream import StreamKind
+from durable_agent.contract.records import StreamKind
 
 __all__ = ["CONTINUE_AS_NEW", "Announce", "TemporalExecutor"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from temporalio import workflow
 
-from ..quotas import ModelQuota
+from ..engine.quotas import ModelQuota
 from .registry import AgentRegistry
 from .signing import ApprovalKeys
 

@@ -66,8 +66,9 @@ from temporalio.service import RPCError
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from durable_agent import Agent, UserError
-from durable_agent.quotas import ModelQuota
+from durable_agent import UserError
+from durable_agent.engine.quotas import ModelQuota
+from durable_agent.engine.spec import AgentSpec
 
 from .quota import QuotaKeeper, ensure_quota_keeper
 from .registry import AgentNameTaken, AgentRegistration
@@ -109,11 +110,11 @@ def data_converter() -> DataConverter:
 
 
 def _registration(
-    entry: Agent[Any] | AgentRegistration,
-) -> tuple[Agent[Any], AgentRegistration | None]:
+    entry: AgentSpec | AgentRegistration,
+) -> tuple[AgentSpec, AgentRegistration | None]:
     if isinstance(entry, AgentRegistration):
         return entry.agent, entry
-    if isinstance(entry, Agent):
+    if isinstance(entry, AgentSpec):
         return entry, None
     raise PluginConfigurationError(
         f"DurableAgentPlugin(agents=...) takes Agent or AgentRegistration objects, not "
@@ -124,7 +125,7 @@ def _registration(
 class DurableAgentPlugin(SimplePlugin):
     def __init__(
         self,
-        agents: Sequence[Agent[Any] | AgentRegistration] = (),
+        agents: Sequence[AgentSpec | AgentRegistration] = (),
         *,
         codec: PayloadCodec | None = None,
         external_storage: ExternalStorage | None = None,
@@ -158,7 +159,7 @@ class DurableAgentPlugin(SimplePlugin):
         all workers of the queue; configure every worker of a queue the same.
         """
         self.quotas = _checked_quotas(quotas or {})
-        entries: dict[str, tuple[Agent[Any], AgentRegistration | None]] = {}
+        entries: dict[str, tuple[AgentSpec, AgentRegistration | None]] = {}
         for entry in agents:
             agent, registration = _registration(entry)
             seen = entries.get(agent.name)
@@ -194,13 +195,13 @@ class DurableAgentPlugin(SimplePlugin):
         )
 
     @property
-    def agents(self) -> list[Agent[Any]]:
+    def agents(self) -> list[AgentSpec]:
         return [agent for agent, _ in self._agents]
 
     @classmethod
     def from_env(
         cls,
-        agents: Sequence[Agent[Any] | AgentRegistration] = (),
+        agents: Sequence[AgentSpec | AgentRegistration] = (),
         *,
         environ: Mapping[str, str] | None = None,
     ) -> DurableAgentPlugin:

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable_agent import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence, Usage
-from durable_agent._fields import omit_none
+from durable_agent.contract._fields import omit_none
 from durable_agent.temporal.quota.wire import QuotaWaitView
 
 __all__ = [

@@ -15,10 +15,9 @@ from typing import Any, Literal, get_args
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
-from ..agent import Agent
-from ..errors import UnknownAgentError, UserError
-from ..overrides import AgentOverrides
-from ..subagents import agent_tree
+from ..contract.errors import UnknownAgentError, UserError
+from ..engine.overrides import AgentOverrides
+from ..engine.spec import AgentSpec, agent_tree
 
 __all__ = [
     "DEFAULT_DELTA_FLUSH_INTERVAL",
@@ -200,13 +199,13 @@ OVERRIDDEN_AGENTS_KEPT = 64
 
 @dataclass(frozen=True)
 class AgentRegistration:
-    agent: Agent[Any]
+    agent: AgentSpec
     activities: AgentActivityConfig = field(default_factory=AgentActivityConfig)
-    _overridden: dict[str, Agent[Any]] = field(
+    _overridden: dict[str, AgentSpec] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
-    def agent_for(self, overrides: AgentOverrides | None) -> Agent[Any]:
+    def agent_for(self, overrides: AgentOverrides | None) -> AgentSpec:
         """The agent as a run with `overrides` runs it (`InvalidInput` for a model it does
         not allow), built once for each distinct overrides so its tool schemas are too:
         the workflow and every activity of such a run ask for it."""
@@ -234,11 +233,11 @@ class AgentRegistry:
 
     def register(
         self,
-        agent: Agent[Any],
+        agent: AgentSpec,
         activities: AgentActivityConfig | None = None,
         *,
         replace: bool = False,
-    ) -> Agent[Any]:
+    ) -> AgentSpec:
         """Registers `agent` under `agent.name`; names must be unique unless `replace`."""
         if agent.name in self._agents and not replace:
             raise ValueError(
@@ -248,7 +247,7 @@ class AgentRegistry:
         self._agents[agent.name] = AgentRegistration(agent, activities or AgentActivityConfig())
         return agent
 
-    def host(self, agent: Agent[Any], activities: AgentActivityConfig | None = None) -> None:
+    def host(self, agent: AgentSpec, activities: AgentActivityConfig | None = None) -> None:
         """Registers `agent` and every sub-agent its runs may start (those with default
         options), each once: the same object again changes nothing. A different agent under
         a taken name (it would silently run in place of the first, as runs find agents by

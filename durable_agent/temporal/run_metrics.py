@@ -15,8 +15,8 @@ from typing import Any
 import structlog
 from temporalio import workflow
 
-from durable_agent import telemetry
-from durable_agent.stream import AgentStreamRecord
+from durable_agent.contract.records import AgentStreamRecord
+from durable_agent.engine import telemetry
 
 __all__ = ["approvals_waiting", "decision_duration", "run_ended"]
 

@@ -24,10 +24,9 @@ from durable_agent import (
     ModelRequest,
     ModelResponse,
 )
-from durable_agent.ids import uuid4_text
-from durable_agent.models.base import DeltaSink, Model
-from durable_agent.models.fallback import FallbackModel, model_label
-from durable_agent.nodes import (
+from durable_agent.contract.toolsets import ToolsetListing
+from durable_agent.engine.ids import uuid4_text
+from durable_agent.engine.node_io import (
     ListToolsInput,
     ModelRequestInput,
     OutputOutcome,
@@ -36,9 +35,10 @@ from durable_agent.nodes import (
     ToolCallOutcome,
     ValidateOutputInput,
 )
-from durable_agent.quotas import ModelQuota, estimate_tokens, model_key
-from durable_agent.subagents import SubagentCall
-from durable_agent.toolsets import ToolsetListing
+from durable_agent.engine.quotas import ModelQuota, estimate_tokens, model_key
+from durable_agent.engine.subagents import SubagentCall
+from durable_agent.models.base import DeltaSink, Model
+from durable_agent.models.fallback import FallbackModel, model_label
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker

@@ -24,7 +24,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from ..agent import Agent
+from ..engine.spec import AgentSpec
 from .activities import NodeActivities
 from .compaction.caches import PayloadCaches
 from .hosting import HOSTING_EXTERN, Hosting
@@ -45,7 +45,7 @@ class WorkerRuntime:
         self.tool_threads = ToolThreads()
         self.toolsets = ToolsetPool()
         self.activities = NodeActivities(self)
-        self.listed: list[Agent[Any]] = []
+        self.listed: list[AgentSpec] = []
         """The agents the worker's plugins list, whose toolsets are checked at its start
         (an agent added to `agents` otherwise has its toolsets opened on first use)."""
         self._running = False

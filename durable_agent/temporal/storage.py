@@ -34,7 +34,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from ..errors import UserError
+from ..contract.errors import UserError
 
 __all__ = [
     "DEFAULT_THRESHOLD",

@@ -34,7 +34,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentResumeEvidence
-from durable_agent.stream import TERMINAL_KINDS, AgentStreamRecord
+from durable_agent.contract.records import TERMINAL_KINDS, AgentStreamRecord
 
 from .client import AgentRunError, CannotConnect, NoWorker, RunNotFound
 from .executor import CONTINUE_AS_NEW

@@ -15,19 +15,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 
-from durable_agent import Agent, UserError
-from durable_agent.output import OUTPUT_TOOL_NAME
-from durable_agent.toolsets import (
+from durable_agent import UserError
+from durable_agent.contract.tools import OUTPUT_TOOL_NAME
+from durable_agent.contract.toolsets import (
     Toolset,
     ToolsetError,
     ToolsetListing,
     check_approval_names,
     index_toolset_tools,
 )
+from durable_agent.engine.spec import AgentSpec
 
 __all__ = [
     "ToolsetPool",
@@ -70,7 +70,7 @@ class ToolsetPool:
             except Exception as error:
                 log.warning("closing a toolset failed", toolset=toolset.name, error=repr(error))
 
-    async def check(self, agents: Sequence[Agent[Any]]) -> None:
+    async def check(self, agents: Sequence[AgentSpec]) -> None:
         """Opens and lists each agent's toolsets; raises `ToolsetStartupError` for what no
         retry can fix, logs what may be transient (a server that does not answer yet).
         An agent whose toolsets all answered is not listed again until they are closed."""

@@ -56,10 +56,10 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from .. import telemetry
-from ..state import AgentRunState
-from ..stream import AgentStreamRecord, StreamSink
-from ..trace_context import TraceContext
+from ..contract.records import AgentStreamRecord, StreamSink
+from ..contract.state import AgentRunState
+from ..contract.trace_context import TraceContext
+from ..engine import telemetry
 from . import run_metrics
 from .otlp import OTLP_ENDPOINT_ENVS, TracingConfigError, flush, provider_from_env
 

@@ -21,9 +21,9 @@ from durable_agent import (
     ToolApprovalDecision,
     Usage,
 )
-from durable_agent._fields import omit_empty, omit_none
-from durable_agent.controller import MAX_PROMPT_CHARS
-from durable_agent.nodes import (
+from durable_agent.contract._fields import omit_empty, omit_none
+from durable_agent.engine.controller import MAX_PROMPT_CHARS
+from durable_agent.engine.node_io import (
     ListToolsInput,
     ModelRequestInput,
     PrepareModelRequestInput,

@@ -22,9 +22,9 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from ..agent import Agent
-from ..errors import UserError
-from ..quotas import ModelQuota
+from ..contract.errors import UserError
+from ..engine.quotas import ModelQuota
+from ..engine.spec import AgentSpec
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
 from .registry import AgentNameTaken, AgentRegistration, AgentRegistry
@@ -60,9 +60,9 @@ def register_module(target: AgentRegistry, module_name: str) -> list[str]:
         raise WorkerStartError(
             f"--agents {module_name}: cannot import it ({error})", usage=True
         ) from error
-    agents: list[Agent[Any] | AgentRegistration] | None = getattr(module, "AGENTS", None)
+    agents: list[AgentSpec | AgentRegistration] | None = getattr(module, "AGENTS", None)
     if agents is None:
-        agents = [value for value in vars(module).values() if isinstance(value, Agent)]
+        agents = [value for value in vars(module).values() if isinstance(value, AgentSpec)]
     if not agents:
         raise WorkerStartError(
             f"--agents {module_name}: the module defines no Agent; build one with "
@@ -73,7 +73,7 @@ def register_module(target: AgentRegistry, module_name: str) -> list[str]:
     for entry in agents:
         if isinstance(entry, AgentRegistration):
             agent, options = entry.agent, entry.activities
-        elif isinstance(entry, Agent):
+        elif isinstance(entry, AgentSpec):
             agent, options = entry, None
         else:
             raise WorkerStartError(

@@ -8,7 +8,7 @@ from typing import TypeVar
 import openai
 from openai import AsyncOpenAI, Omit, omit
 
-from ...errors import AgentError, ModelHTTPError, UnexpectedModelBehavior, UserError
+from ...contract.errors import AgentError, ModelHTTPError, UnexpectedModelBehavior, UserError
 from .._common import NO_KEY_PLACEHOLDER, SDKModel, status_error
 from ..base import ModelSettings, OutputMode
 

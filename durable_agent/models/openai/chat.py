@@ -32,8 +32,8 @@ except ImportError as _missing:  # pragma: no cover - depends on the installed e
     ) from _missing
 from pydantic import ValidationError
 
-from ...errors import UnexpectedModelBehavior, UserError
-from ...messages import (
+from ...contract.errors import UnexpectedModelBehavior, UserError
+from ...contract.messages import (
     ModelMessage,
     ModelResponse,
     ModelResponsePart,
@@ -41,8 +41,8 @@ from ...messages import (
     ThinkingPart,
     ToolCallPart,
 )
-from ...tools import ToolDefinition
-from ...usage import Usage
+from ...contract.tools import ToolDefinition
+from ...contract.usage import Usage
 from .._common import (
     AssistantTurn,
     conversation,

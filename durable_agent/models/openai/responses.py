@@ -20,8 +20,8 @@ from openai.types.responses.response_text_config_param import ResponseTextConfig
 from openai.types.shared_params.reasoning import Reasoning
 from pydantic import ValidationError
 
-from ...errors import ModelHTTPError, UnexpectedModelBehavior, UserError
-from ...messages import (
+from ...contract.errors import ModelHTTPError, UnexpectedModelBehavior, UserError
+from ...contract.messages import (
     ModelMessage,
     ModelResponse,
     ModelResponsePart,
@@ -29,8 +29,8 @@ from ...messages import (
     ThinkingPart,
     ToolCallPart,
 )
-from ...tools import ToolDefinition
-from ...usage import Usage
+from ...contract.tools import ToolDefinition
+from ...contract.usage import Usage
 from .._common import (
     AssistantTurn,
     conversation,

@@ -18,18 +18,15 @@ from durable_agent import (
     RunStatus,
 )
 
-from ...errors import InvalidInput
-from ...overrides import AgentOverrides
+from ...contract.errors import InvalidInput
+from ...engine.overrides import AgentOverrides
 from ..encryption import EncryptionError
 from ..markdown import literal
 from ..plugin import DurableAgentPlugin
 from ..registry import AgentNameTaken, AgentRegistry
 from ..signing import ApprovalKeys
 from ..storage import StorageConfigError
-from ..wire import (
-    AgentWorkflowInput,
-    ResumeFrom,
-)
+from ..wire import AgentWorkflowInput, ResumeFrom
 from ..workflow import AgentWorkflow
 from .errors import AgentRunError, AlreadyStarted, CannotConnect
 from .handle import AgentRunHandle

@@ -27,7 +27,7 @@ from durable_agent import (
     ModelSettings,
 )
 
-from ...hitl import denial_problem
+from ...contract.decisions import denial_problem
 from ..signing import sign_signal
 from ..wire import (
     HELD_BY_SUBAGENT,

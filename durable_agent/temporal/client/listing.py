@@ -16,9 +16,7 @@ from durable_agent import (
 )
 
 from ..search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
-from ..wire import (
-    AWAITING_PROMPT,
-)
+from ..wire import AWAITING_PROMPT
 
 if TYPE_CHECKING:
     pass

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from durable_agent.stream import AgentStreamRecord
+from durable_agent.contract.records import AgentStreamRecord
 
 from .errors import RunNotFound
 

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from durable_agent import ModelMessage, ModelRequest, ModelResponse, ToolReturn
-from durable_agent.messages import ModelMessagesTypeAdapter
-from durable_agent.nodes import ToolCallOutcome, ToolCallOutcomeAdapter, ToolReturned
+from durable_agent.contract.messages import ModelMessagesTypeAdapter
+from durable_agent.engine.node_io import ToolCallOutcome, ToolCallOutcomeAdapter, ToolReturned
 
 __all__ = [
     "default_idempotency_key",

@@ -7,7 +7,8 @@ as long as a run of that release may still be waiting to make one.
 
 from __future__ import annotations
 
-from durable_agent import ModelMessage, nodes
+from durable_agent import ModelMessage
+from durable_agent.engine import nodes
 
 from .digest import extend_digest
 

@@ -15,7 +15,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent import AgentOverrides, ModelMessage, ModelResponse, ToolDefinition
-    from durable_agent.nodes import ModelRequestInput, ToolCallInput, ToolCallOutcome
+    from durable_agent.engine.node_io import ModelRequestInput, ToolCallInput, ToolCallOutcome
 
     from ..wire import HistoryRef, ModelRequestActivityInput, ToolCallActivityInput
     from .digest import DIGEST_CHARS, EMPTY_DIGEST, HistoryDigest, definitions_digest

@@ -9,7 +9,8 @@ new messages whole (`legacy_v02`).
 
 from __future__ import annotations
 
-from durable_agent import ModelResponse, ToolDefinition, nodes
+from durable_agent import ModelResponse, ToolDefinition
+from durable_agent.engine import nodes
 
 from ..wire import ModelRequestActivityInput, ToolCallActivityInput
 from .caches import PayloadCaches

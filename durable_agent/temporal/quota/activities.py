@@ -9,8 +9,8 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
 
-from durable_agent.errors import ModelHTTPError
-from durable_agent.quotas import ModelQuota
+from durable_agent.contract.errors import ModelHTTPError
+from durable_agent.engine.quotas import ModelQuota
 
 from .wire import KEEPER_WORKFLOW, KeeperInput, QuotaPause, keeper_id
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.quotas import ModelQuota
+    from durable_agent.engine.quotas import ModelQuota
 
     from ..outbox import Outbox
     from ..wire import AgentWorkflowInput

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.quotas import ModelQuota, QuotaWindow
+    from durable_agent.engine.quotas import ModelQuota, QuotaWindow
 
     from ..outbox import Outbox
     from .wire import (

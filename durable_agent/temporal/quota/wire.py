@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from durable_agent.quotas import ModelQuota
+from durable_agent.engine.quotas import ModelQuota
 
 __all__ = [
     "KeeperInput",

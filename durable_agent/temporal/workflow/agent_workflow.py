@@ -21,14 +21,14 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ...agent import Agent
-    from ...controller import RunController
-    from ...errors import AgentError, ExecutionSuspended, InvalidInput
-    from ...executor import AgentCheckpoint
-    from ...messages import ModelMessage
-    from ...runner import Driver
-    from ...state import AgentRunState, RunStatus
-    from ...tools import ToolDefinition
+    from ...contract.checkpoint import AgentCheckpoint, ExecutionSuspended
+    from ...contract.errors import AgentError, InvalidInput
+    from ...contract.messages import ModelMessage
+    from ...contract.state import AgentRunState, RunStatus
+    from ...contract.tools import ToolDefinition
+    from ...engine.controller import RunController
+    from ...engine.runner import Driver
+    from ...engine.spec import AgentSpec
     from ..executor import CONTINUE_AS_NEW, TemporalExecutor
     from ..hosting import hosting
     from ..quota.gate import QuotaGate, quota_priority
@@ -259,7 +259,7 @@ class AgentWorkflow:
         except AgentError as error:
             raise self._failed(error) from error
 
-    def _agent(self, registration: AgentRegistration, input: AgentWorkflowInput) -> Agent[Any]:
+    def _agent(self, registration: AgentRegistration, input: AgentWorkflowInput) -> AgentSpec:
         """The registered agent, with the run's overrides (a model it does not allow fails
         the run at once, before any activity)."""
         try:

@@ -15,9 +15,9 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...errors import ConversationTooLarge
-    from ...executor import AgentCheckpoint, AgentExecutionNode
-    from ...messages import ModelMessage
+    from ...contract.checkpoint import AgentCheckpoint, AgentExecutionNode
+    from ...contract.errors import ConversationTooLarge
+    from ...contract.messages import ModelMessage
     from ..compaction.digest import EMPTY_DIGEST
     from ..executor import TemporalExecutor
     from ..runner import ActivityNodeRunner

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...controller import steering_problem
-    from ...state import RunStatus
+    from ...contract.state import RunStatus
+    from ...engine.controller import steering_problem
     from ..executor import TemporalExecutor
     from ..wire import AWAITING_PROMPT, ResumeSignal, SteerSignal, SuspendSignal
     from .gates import Refusal

@@ -11,7 +11,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...usage import Usage
+    from ...contract.usage import Usage
 
 __all__ = ["COST_MEMO", "COST_MEMO_PATCH", "CostMemo"]
 

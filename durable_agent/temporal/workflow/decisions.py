@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...hitl import DeferredToolResult, ToolApprovalDecision
-    from ...state import AgentRunState
+    from ...contract.decisions import DeferredToolResult, ToolApprovalDecision
+    from ...contract.state import AgentRunState
     from ..authorization import decision_problem
     from ..signing import ApprovalKeys
     from ..wire import ApprovalSignal, Continuation, DeferredResultSignal

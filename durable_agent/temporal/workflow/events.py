@@ -27,9 +27,9 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
-    from ...executor import AgentExecutionNode
+    from ...contract.checkpoint import AgentExecutionNode
+    from ...contract.records import AgentStreamRecord
     from ...models.base import ModelDelta
-    from ...stream import AgentStreamRecord
     from ..executor import TemporalExecutor
     from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch, StreamPoll
     from .live import LiveRun

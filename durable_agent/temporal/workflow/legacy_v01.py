@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...executor import AgentCheckpoint
+    from ...contract.checkpoint import AgentCheckpoint
     from ..wire import AgentWorkflowInput, Continuation, HistorySegment
 
 __all__ = ["continuation_without_history"]

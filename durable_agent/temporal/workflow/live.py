@@ -12,12 +12,12 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...agent import Agent
-    from ...controller import RunController
-    from ...executor import AgentExecutionNode
-    from ...loop import AgentLoop
-    from ...state import AgentRunState
-    from ...stream import StreamKind
+    from ...contract.checkpoint import AgentExecutionNode
+    from ...contract.records import StreamKind
+    from ...contract.state import AgentRunState
+    from ...engine.controller import RunController
+    from ...engine.loop import AgentLoop
+    from ...engine.spec import AgentSpec
     from ..wire import AgentWorkflowInput
 
 __all__ = ["LiveRun", "release_evicted"]
@@ -43,7 +43,7 @@ class LiveRun:
         return loop.state if loop is not None else None
 
     @property
-    def agent(self) -> Agent[Any] | None:
+    def agent(self) -> AgentSpec | None:
         return self.controller.agent if self.controller is not None else None
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...executor import AgentExecutionNode
+    from ...contract.checkpoint import AgentExecutionNode
     from ..executor import TemporalExecutor
     from ..wire import CheckpointLookup, CheckpointQuery
     from .port import RunIdentity

@@ -15,10 +15,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ...controller import RunController
-    from ...errors import AgentError, InvalidInput
-    from ...ids import new_id
-    from ...state import AgentRunState, RunStatus
+    from ...contract.errors import AgentError, InvalidInput
+    from ...contract.state import AgentRunState, RunStatus
+    from ...engine.controller import RunController
+    from ...engine.ids import new_id
     from ..executor import TemporalExecutor
     from ..forks import LOAD_RETRIES, LOAD_TIMEOUT, fork_failure
     from ..registry import AgentRegistration

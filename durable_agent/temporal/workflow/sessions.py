@@ -14,8 +14,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...controller import RunController, prompt_problem
-    from ...state import AgentRunState
+    from ...contract.state import AgentRunState
+    from ...engine.controller import RunController, prompt_problem
     from ..wire import (
         MAX_APPROVAL_TIMEOUT_SECONDS,
         AgentWorkflowInput,

@@ -29,10 +29,11 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from ...errors import UserError
-    from ...nodes import ToolCallOutcome, ToolReturned
-    from ...state import RunStatus
-    from ...subagents import (
+    from ...contract.errors import UserError
+    from ...contract.state import RunStatus
+    from ...contract.usage import Usage
+    from ...engine.node_io import ToolCallOutcome, ToolReturned
+    from ...engine.subagents import (
         MAX_SUBAGENT_DEPTH,
         SubagentCall,
         depth_exceeded,
@@ -40,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         subagent_failure,
         subagent_finished,
     )
-    from ...usage import Usage
     from ..outbox import Outbox
     from ..tracing import subagent_tool_span
     from ..wire import (

@@ -15,9 +15,9 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from ...hitl import PendingCall
-    from ...state import AgentRunState, RunStatus
-    from ...usage import Usage
+    from ...contract.decisions import PendingCall
+    from ...contract.state import AgentRunState, RunStatus
+    from ...contract.usage import Usage
     from ..executor import TemporalExecutor
     from ..markdown import literal
     from ..search_attributes import AGENT_STATUS, PENDING_APPROVALS

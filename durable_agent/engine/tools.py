@@ -13,45 +13,18 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .errors import UserError
+from ..contract.errors import UserError
+from ..contract.tools import ToolContext, ToolDefinition
 
-__all__ = ["TOOL_NAME", "Tool", "ToolContext", "ToolDefinition", "ToolFunc"]
+__all__ = ["TOOL_NAME", "Tool", "ToolFunc"]
 
 ToolFunc = Callable[..., Any] | Callable[..., Awaitable[Any]]
 TOOL_NAME = _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-class ToolDefinition(BaseModel):
-    """What a model is told about a tool."""
-
-    name: str
-    description: str = ""
-    parameters_json_schema: dict[str, Any]
-    strict: bool | None = None
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """Handed to a tool whose first parameter is annotated `ToolContext`.
-
-    `idempotency_key` is stable across retries of the same call (run or workflow id plus the
-    tool call id): a tool with side effects uses it to make a retried call safe.
-    """
-
-    run_id: str
-    conversation_id: str
-    run_step: int
-    tool_name: str
-    tool_call_id: str
-    retry: int = 0
-    approved: bool = False
-    idempotency_key: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 _SECTION = re.compile(r"^([A-Za-z][\w ]*):$")

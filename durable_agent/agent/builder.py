@@ -7,17 +7,18 @@ from typing import Any, Generic, cast
 
 from pydantic import BaseModel
 
-from .agent import Agent, Instructions, NewOutputT, OutputT, OversizedToolResult
-from .approvers import normalize_approvers
-from .errors import UserError
-from .history_processors import HistoryProcessor
-from .models.base import Model, ModelSettings
-from .output import OUTPUT_TOOL_NAME, OutputValidator
-from .subagents import SubAgent, default_description
-from .tools import TOOL_NAME as _TOOL_NAME
-from .tools import Tool, ToolFunc
-from .toolsets import Toolset
-from .usage import UsageLimits
+from ..contract.errors import UserError
+from ..contract.tools import OUTPUT_TOOL_NAME
+from ..contract.toolsets import Toolset
+from ..contract.usage import UsageLimits
+from ..engine.approvers import normalize_approvers
+from ..engine.history_processors import HistoryProcessor
+from ..engine.output import OutputValidator
+from ..engine.spec import Instructions, OversizedToolResult, SubAgent, default_description
+from ..engine.tools import TOOL_NAME as _TOOL_NAME
+from ..engine.tools import Tool, ToolFunc
+from ..models.base import Model, ModelSettings
+from .agent import Agent, NewOutputT, OutputT
 
 __all__ = ["AgentBuilder"]
 

@@ -9,23 +9,21 @@ stream records and messages wherever it runs.
 from __future__ import annotations
 
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import HitlDecisionError, InvalidInput, UserError
-from .executor import AgentCheckpoint, AgentExecutionNode
-from .hitl import DeferredToolResult, ToolApprovalDecision
+from ..contract.checkpoint import AgentCheckpoint, AgentExecutionNode
+from ..contract.decisions import DeferredToolResult, ToolApprovalDecision
+from ..contract.errors import HitlDecisionError, InvalidInput, UserError
+from ..contract.messages import ModelMessage
+from ..contract.state import AgentRunState, RunStatus
 from .ids import new_id
 from .loop import AgentLoop, apply_hitl_decisions
-from .messages import ModelMessage
 from .output import format_validation_error
 from .overrides import with_instructions
 from .runner import Driver
-from .state import AgentRunState, RunStatus
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .spec import AgentSpec
 
 __all__ = ["MAX_PROMPT_CHARS", "RunController", "prompt_problem", "steering_problem"]
 
@@ -76,7 +74,7 @@ class RunController:
     position when a run fails or continues as new.
     """
 
-    def __init__(self, agent: Agent[Any], driver: Driver) -> None:
+    def __init__(self, agent: AgentSpec, driver: Driver) -> None:
         self.agent = agent
         self.driver = driver
         self.loop: AgentLoop | None = None

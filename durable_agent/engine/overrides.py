@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ._fields import omit_none
-from .messages import InstructionPart, ModelMessage, ModelRequest
-from .models.base import ModelSettings
-from .state import AgentRunState
+from ..contract._fields import omit_none
+from ..contract.messages import InstructionPart, ModelMessage, ModelRequest
+from ..contract.state import AgentRunState
+from ..models.base import ModelSettings
 
 __all__ = ["AgentOverrides", "merge_settings", "with_instructions"]
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import UserError
-from .messages import ModelMessage, ModelResponse
-from .models.base import Model
+from ..contract.errors import UserError
+from ..contract.messages import ModelMessage, ModelResponse
+from ..models.base import Model
 
 __all__ = [
     "BURST_SECONDS",

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..errors import (
-    HitlDecisionError,
-)
-from ..hitl import (
-    DeferredToolResult,
-    ToolApprovalDecision,
-)
-from ..state import AgentRunState, RunStatus
+from ...contract.decisions import DeferredToolResult, ToolApprovalDecision
+from ...contract.errors import HitlDecisionError
+from ...contract.state import AgentRunState, RunStatus
 
 __all__ = ["apply_hitl_decisions"]
 

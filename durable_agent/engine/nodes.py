@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from . import telemetry
-from ._fields import replaced, trusted
-from .errors import (
+from ..contract._fields import replaced, trusted
+from ..contract.errors import (
     ApprovalRequired,
     CallDeferred,
     ModelRetry,
@@ -26,7 +25,7 @@ from .errors import (
     ToolResultTooLarge,
     UserError,
 )
-from .messages import (
+from ..contract.messages import (
     InstructionPart,
     ModelRequest,
     ModelRequestPart,
@@ -39,7 +38,10 @@ from .messages import (
     ToolReturn,
     UserPromptPart,
 )
-from .models.base import DeltaSink
+from ..contract.tools import ToolContext
+from ..contract.toolsets import ToolsetListing, ToolsetResult, ToolsetTool
+from ..models.base import DeltaSink
+from . import telemetry
 from .node_io import (
     ListToolsInput,
     ModelRequestInput,
@@ -60,11 +62,7 @@ from .node_io import (
 )
 from .output import format_validation_error, parse_output, run_output_validator
 from .pricing import price_response
-from .tools import ToolContext
-from .toolsets import ToolsetListing, ToolsetResult, ToolsetTool
-
-if TYPE_CHECKING:
-    from .agent import Agent
+from .spec import AgentSpec
 
 __all__ = [
     "ListToolsInput",
@@ -103,7 +101,7 @@ def _context(ref: RunRef, **fields: Any) -> ToolContext:
     )
 
 
-async def prepare_model_request(agent: Agent[Any], input: PrepareModelRequestInput) -> ModelRequest:
+async def prepare_model_request(agent: AgentSpec, input: PrepareModelRequestInput) -> ModelRequest:
     """Renders the parts that come from outside the conversation: instructions and prompt."""
     parts: list[ModelRequestPart] = []
     if input.include_instructions:
@@ -123,7 +121,7 @@ async def prepare_model_request(agent: Agent[Any], input: PrepareModelRequestInp
 
 
 async def model_request(
-    agent: Agent[Any], input: ModelRequestInput, *, on_delta: DeltaSink | None = None
+    agent: AgentSpec, input: ModelRequestInput, *, on_delta: DeltaSink | None = None
 ) -> ModelResponse:
     """Asks the agent's model. With `on_delta` a streaming model hands its text and thinking
     over as it writes them (a model that does not stream just answers); without, even a
@@ -183,13 +181,13 @@ def unknown_tool(call: ToolCall, available: list[str]) -> ToolCallOutcome:
     return _retry(call, f"Unknown tool name: {call.name!r}. Available tools: {names}")
 
 
-async def list_tools(agent: Agent[Any], input: ListToolsInput) -> ToolsetListing:
+async def list_tools(agent: AgentSpec, input: ListToolsInput) -> ToolsetListing:
     """Asks one of the agent's toolsets for its tools (it must be open)."""
     return await agent.toolset(input.toolset).list_tools()
 
 
 async def tool_call(
-    agent: Agent[Any], input: ToolCallInput, *, executor: Executor | None = None
+    agent: AgentSpec, input: ToolCallInput, *, executor: Executor | None = None
 ) -> ToolCallOutcome:
     """Runs one call. Workers pass an `executor` for sync tools so a blocking tool cannot
     stall them."""
@@ -200,7 +198,7 @@ async def tool_call(
 
 
 async def _tool_call(
-    agent: Agent[Any], input: ToolCallInput, executor: Executor | None
+    agent: AgentSpec, input: ToolCallInput, executor: Executor | None
 ) -> ToolCallOutcome:
     call = input.call
     if input.toolset_tool is not None:
@@ -287,7 +285,7 @@ def _tool_context(input: ToolCallInput) -> ToolContext:
 
 
 async def _toolset_call(
-    agent: Agent[Any], input: ToolCallInput, tool: ToolsetTool
+    agent: AgentSpec, input: ToolCallInput, tool: ToolsetTool
 ) -> ToolCallOutcome:
     """A toolset tool's call: the same checks and control flow as a function tool's, with
     the arguments checked against the schema the run listed and the toolset running it."""
@@ -333,7 +331,7 @@ def _jsonable(result: object, call: ToolCall) -> Any:
     return data
 
 
-def limit_tool_result(agent: Agent[Any], result: ToolReturn) -> ToolReturn:
+def limit_tool_result(agent: AgentSpec, result: ToolReturn) -> ToolReturn:
     """Applies the agent's `max_tool_result_bytes`, so one huge result cannot fill the
     model's context (or, on Temporal, the run's history)."""
     text = result.content if isinstance(result.content, str) else json.dumps(result.content)
@@ -357,7 +355,7 @@ def limit_tool_result(agent: Agent[Any], result: ToolReturn) -> ToolReturn:
     )
 
 
-async def validate_output(agent: Agent[Any], input: ValidateOutputInput) -> OutputOutcome:
+async def validate_output(agent: AgentSpec, input: ValidateOutputInput) -> OutputOutcome:
     try:
         value = parse_output(agent.output_type, input.response)
         ctx = _context(input, tool_name="output", tool_call_id="", retry=input.attempt)

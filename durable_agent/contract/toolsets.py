@@ -20,16 +20,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from ._fields import WIRE_CONFIG, omit_empty, omit_none
 from .errors import AgentError, UserError
 from .tools import ToolContext, ToolDefinition
-
-if TYPE_CHECKING:
-    from .tools import Tool
 
 __all__ = [
     "Toolset",
@@ -175,7 +172,7 @@ class Toolset(Protocol):
 
 def check_approval_names(
     approval_required: Iterable[str],
-    function_tools: Mapping[str, Tool],
+    function_tools: Mapping[str, object],
     index: Mapping[str, ToolsetTool],
     *,
     setting: str = "approval_required_tools",
@@ -195,7 +192,7 @@ def check_approval_names(
 
 def index_toolset_tools(
     listings: Sequence[ToolsetListing],
-    function_tools: Mapping[str, Tool],
+    function_tools: Mapping[str, object],
     reserved: Iterable[str] = (),
 ) -> dict[str, ToolsetTool]:
     """The run's toolset tools by the name the model calls them, refusing clashes.

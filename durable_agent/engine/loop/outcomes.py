@@ -13,26 +13,24 @@ calls (`tools`) because it is the one place run state changes after a call, in c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import ToolRetryLimitExceeded
-from ..executor import AgentExecutionNode
-from ..hitl import (
+from ...contract.checkpoint import AgentExecutionNode
+from ...contract.decisions import (
     DeferredToolCall,
     DeferredToolResult,
     PendingCall,
     PendingToolApproval,
     ToolApprovalDecision,
 )
-from ..messages import ToolCall, ToolReturn
-from ..nodes import ToolApprovalNeeded, ToolCallOutcome, ToolDeferred, ToolRetry, ToolReturned
-from ..state import AgentRunState
-from ..stream import StreamKind, preview
+from ...contract.errors import ToolRetryLimitExceeded
+from ...contract.messages import ToolCall, ToolReturn
+from ...contract.records import StreamKind, preview
+from ...contract.state import AgentRunState
+from ...contract.usage import Usage
+from ..node_io import ToolApprovalNeeded, ToolCallOutcome, ToolDeferred, ToolRetry, ToolReturned
+from ..spec import AgentSpec
 from ..subagents import HELD_BY, SubagentResume, SubagentSuspended, SubagentWaiting
-from ..usage import Usage
-
-if TYPE_CHECKING:
-    from ..agent import Agent
 
 __all__ = ["Outcome", "OutcomeSteps"]
 
@@ -57,7 +55,7 @@ def _tool_return_data(call: ToolCall, tool_return: ToolReturn) -> dict[str, Any]
 class OutcomeSteps:
     """`ToolSteps`' apply step and its bookkeeping of calls that wait for humans."""
 
-    agent: Agent[Any]
+    agent: AgentSpec
     state: AgentRunState
     emit: Callable[..., int]
     emit_built: Callable[..., int]

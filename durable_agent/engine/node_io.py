@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ._fields import omit_empty, omit_none, trusted
-from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
-from .tools import ToolDefinition
-from .toolsets import ToolsetTool
-from .usage import Usage
+from ..contract._fields import omit_empty, omit_none, trusted
+from ..contract.messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
+from ..contract.tools import ToolDefinition
+from ..contract.toolsets import ToolsetTool
+from ..contract.usage import Usage
 
 __all__ = [
     "ListToolsInput",

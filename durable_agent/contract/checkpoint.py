@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ._fields import WIRE_CONFIG, omit_empty, omit_none, trusted
+from .errors import AgentError
 from .state import AgentRunState, RunStatus
 from .trace_context import TraceContext
 from .usage import Usage
@@ -28,6 +29,7 @@ __all__ = [
     "AgentResumeEvidence",
     "Continue",
     "DirectAgentExecutor",
+    "ExecutionSuspended",
     "Suspend",
 ]
 
@@ -123,6 +125,18 @@ class AgentCheckpoint(BaseModel):
     resume: AgentResumeEvidence
     state: AgentRunState
     metadata: AgentCheckpointMetadata = Field(default_factory=AgentCheckpointMetadata)
+
+
+class ExecutionSuspended(AgentError):
+    """The executor answered `Suspend` at a boundary; `agent.resume(checkpoint)` continues."""
+
+    kind = "suspended"
+
+    def __init__(self, node: AgentExecutionNode, reason: str, checkpoint: AgentCheckpoint) -> None:
+        super().__init__(f"run suspended at {node.value}: {reason}")
+        self.node = node
+        self.reason = reason
+        self.checkpoint = checkpoint
 
 
 class Continue(BaseModel):

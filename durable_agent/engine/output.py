@@ -14,20 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import ModelRetry
-from .messages import ModelResponse
-from .tools import ToolContext
+from ..contract.errors import ModelRetry
+from ..contract.messages import ModelResponse
+from ..contract.tools import OUTPUT_TOOL_NAME, ToolContext
 
 __all__ = [
-    "OUTPUT_TOOL_NAME",
     "OutputValidator",
     "format_validation_error",
     "parse_output",
     "run_output_validator",
 ]
-
-OUTPUT_TOOL_NAME = "final_result"
-"""The tool a model calls to return structured output when it cannot use a JSON schema."""
 
 OutputValidator = Callable[..., Any] | Callable[..., Awaitable[Any]]
 

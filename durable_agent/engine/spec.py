@@ -1,74 +1,65 @@
-"""`AgentBuilder` and `Agent`: what users configure and run."""
+"""An agent's configuration as plain data the engine reads: `AgentSpec` and `SubAgent`.
+
+The loop, the nodes and the run controller read an agent only through these: its tools,
+model, limits and sub-agents, and the few questions asked of them (does this tool need
+approval, which toolset is this, what does the model see). `durable_agent.Agent` is an
+`AgentSpec` that can also run itself in-process; the Temporal integration hosts the same
+objects on a worker.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, cast
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel
-from typing_extensions import TypeVar
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from . import telemetry
+from ..contract.checkpoint import AgentExecutor, DirectAgentExecutor
+from ..contract.errors import InvalidInput, UserError
+from ..contract.messages import ModelMessage, ToolCall
+from ..contract.tools import OUTPUT_TOOL_NAME, ToolContext, ToolDefinition
+from ..contract.toolsets import Toolset
+from ..contract.usage import UsageLimits
+from ..models.base import Model, ModelRequestParameters, ModelSettings
 from .approvers import ApproverMap
-from .controller import RunController
-from .errors import InvalidInput, UserError
-from .executor import AgentCheckpoint, AgentExecutor, DirectAgentExecutor
 from .history_processors import HistoryProcessor, apply_history_processors
-from .hitl import DeferredToolCall, DeferredToolResult, PendingToolApproval, ToolApprovalDecision
-from .ids import IdSource, SystemIdSource
-from .messages import ModelMessage
-from .models.base import Model, ModelRequestParameters, ModelSettings
-from .output import OUTPUT_TOOL_NAME, OutputValidator
+from .output import OutputValidator
 from .overrides import AgentOverrides, merge_settings
-from .runner import DirectNodeRunner, Driver, NodeRunner
-from .state import AgentRunState, RunStatus
-from .stream import AgentStreamRecord, StreamSink
-from .subagents import SubAgent
-from .tools import Tool, ToolContext, ToolDefinition
-from .toolsets import Toolset
-from .usage import Usage, UsageLimits
+from .tools import Tool
 
-__all__ = ["Agent", "AgentBuilder", "AgentResult"]
+__all__ = [
+    "AgentSpec",
+    "Instructions",
+    "OversizedToolResult",
+    "SubAgent",
+    "SubagentArguments",
+    "agent_tree",
+    "default_description",
+]
 
-OutputT = TypeVar("OutputT", default=str)
-NewOutputT = TypeVar("NewOutputT", bound=BaseModel)
 OversizedToolResult = Literal["truncate", "fail"]
 Instructions = str | Callable[[ToolContext], str | Awaitable[str]]
 
 
-@dataclass
-class AgentResult(Generic[OutputT]):
-    """The end of a run: completed, or waiting for a human (`status == "waiting"`)."""
+class SubagentArguments(BaseModel):
+    """What the parent's model sends a sub-agent: the task, as a prompt."""
 
-    output: OutputT | None
-    structured_output: Any
-    state: AgentRunState
-    usage: Usage = field(default_factory=Usage)
+    model_config = ConfigDict(extra="forbid")
+    prompt: str
 
-    @property
-    def messages(self) -> list[ModelMessage]:
-        return self.state.message_history
 
-    @property
-    def status(self) -> RunStatus:
-        return self.state.status
-
-    @property
-    def pending_approvals(self) -> list[PendingToolApproval]:
-        return self.state.pending_approval_tool_returns
-
-    @property
-    def deferred_calls(self) -> list[DeferredToolCall]:
-        return self.state.deferred_tool_returns
+_SCHEMA = SubagentArguments.model_json_schema()
 
 
 @dataclass(frozen=True)
-class Agent(Generic[OutputT]):
-    """A configured agent. Immutable: `with_executor` returns a new one."""
+class AgentSpec:
+    """An agent's configuration as the engine reads it: immutable, with the questions the
+    loop and the nodes ask of it. `durable_agent.Agent` adds running it in-process."""
 
     model: Model
     name: str = "agent"
@@ -99,10 +90,10 @@ class Agent(Generic[OutputT]):
     """Agents this one's model may delegate to, each a tool by its name (`.subagent`)."""
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
 
-    def with_executor(self, executor: AgentExecutor) -> Agent[OutputT]:
+    def with_executor(self, executor: AgentExecutor) -> Self:
         return replace(self, executor=executor)
 
-    def with_overrides(self, overrides: AgentOverrides | None) -> Agent[OutputT]:
+    def with_overrides(self, overrides: AgentOverrides | None) -> Self:
         """This agent as it runs a resumed or forked run with `overrides` (itself when there
         are none); `InvalidInput` for a model name that is not in `allowed_models`."""
         if overrides is None or overrides.empty:
@@ -214,114 +205,59 @@ class Agent(Generic[OutputT]):
             rendered = await rendered
         return rendered
 
-    # -- running ---------------------------------------------------------------------------
 
-    def _result(self, state: AgentRunState) -> AgentResult[OutputT]:
-        output: Any = state.output
-        if self.output_type is not None and state.structured_output is not None:
-            output = self.output_type.model_validate(state.structured_output)
-        return AgentResult(
-            output=cast(OutputT, output) if state.status == RunStatus.COMPLETED else None,
-            structured_output=state.structured_output,
-            state=state,
-            usage=state.usage,
+@dataclass(frozen=True)
+class SubAgent:
+    """A sub-agent as its parent holds it. `timeout` bounds one call (in-process and on
+    Temporal, where it is the child workflow's execution timeout); `task_queue` runs its
+    child workflows on another worker pool (default: the parent's)."""
+
+    agent: AgentSpec
+    name: str
+    description: str
+    timeout_seconds: float | None = None
+    task_queue: str | None = None
+
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(
+            name=self.name, description=self.description, parameters_json_schema=_SCHEMA
         )
 
-    def controller(
-        self,
-        *,
-        runner: NodeRunner | None = None,
-        ids: IdSource | None = None,
-        sink: StreamSink | None = None,
-    ) -> RunController:
-        """The in-process driver: nodes run here, checkpoints go to this agent's executor."""
-        return RunController(
-            self,
-            Driver(
-                runner=runner or DirectNodeRunner(self),
-                executor=self.executor,
-                ids=ids or SystemIdSource(),
-                sink=sink,
-            ),
-        )
-
-    async def run(
-        self,
-        prompt: str,
-        *,
-        message_history: Sequence[ModelMessage] | None = None,
-        conversation_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        sink: StreamSink | None = None,
-        runner: NodeRunner | None = None,
-        ids: IdSource | None = None,
-    ) -> AgentResult[OutputT]:
-        """Runs to completion, or to a wait for a human; raises `ExecutionSuspended` on Suspend."""
-        controller = self.controller(runner=runner, ids=ids, sink=sink)
-        state = controller.new_state(
-            prompt,
-            message_history=message_history,
-            conversation_id=conversation_id,
-            metadata=metadata,
-        )
-        async with self.open_toolsets():
-            with telemetry.invoke_agent_span(self.name, state, new_run=True) as span:
-                return self._result(span.finished(await controller.start(state)))
-
-    async def resume(
-        self,
-        checkpoint: AgentCheckpoint,
-        *,
-        overrides: AgentOverrides | None = None,
-        sink: StreamSink | None = None,
-        runner: NodeRunner | None = None,
-        ids: IdSource | None = None,
-    ) -> AgentResult[OutputT]:
-        """Continues from a stored checkpoint, doing that node's work and what follows;
-        `overrides` try it with another allowed model, other settings or instructions."""
-        agent = self.with_overrides(overrides)
-        controller = agent.controller(runner=runner, ids=ids, sink=sink)
-        instructions = overrides.instructions if overrides is not None else None
-        async with agent.open_toolsets():
-            with telemetry.invoke_agent_span(agent.name, checkpoint.state, new_run=False) as span:
-                resumed = await controller.resume(checkpoint, instructions=instructions)
-                return agent._result(span.finished(resumed))
-
-    async def resume_after_hitl(
-        self,
-        state: AgentRunState,
-        *,
-        approvals: Mapping[str, ToolApprovalDecision | bool] | None = None,
-        deferred_results: Sequence[DeferredToolResult] | None = None,
-        sink: StreamSink | None = None,
-        runner: NodeRunner | None = None,
-        ids: IdSource | None = None,
-    ) -> AgentResult[OutputT]:
-        """Continues a waiting run once every pending call has a decision or result."""
-        controller = self.controller(runner=runner, ids=ids, sink=sink)
-        async with self.open_toolsets():
-            with telemetry.invoke_agent_span(self.name, state, new_run=False) as span:
-                continued = await controller.continue_after_hitl(state, approvals, deferred_results)
-                return self._result(span.finished(continued))
-
-    async def run_stream(
-        self, prompt: str, *, message_history: Sequence[ModelMessage] | None = None
-    ) -> AsyncIterator[AgentStreamRecord]:
-        """Yields stream records as the run makes them; errors are raised after the last one."""
-        import asyncio
-
-        queue: asyncio.Queue[AgentStreamRecord | None] = asyncio.Queue()
-
-        async def produce() -> None:
+    def prompt_of(self, call: ToolCall, override: Mapping[str, Any] | None = None) -> str:
+        """The prompt the parent's model sent; `UserError` names what is wrong with it."""
+        arguments: Any = override if override is not None else call.arguments
+        if isinstance(arguments, str):
             try:
-                await self.run(prompt, message_history=message_history, sink=queue.put_nowait)
-            finally:
-                queue.put_nowait(None)
+                arguments = json.loads(arguments or "{}")
+            except json.JSONDecodeError as error:
+                raise UserError(f"arguments are not JSON: {error}") from error
+        try:
+            prompt = SubagentArguments.model_validate(arguments).prompt
+        except ValidationError as error:
+            raise UserError(
+                f'sub-agent {self.name!r} takes {{"prompt": "..."}}: {error.errors()[0]["msg"]}'
+            ) from error
+        if not prompt.strip():
+            raise UserError(f"sub-agent {self.name!r} needs a non-empty prompt")
+        return prompt
 
-        task = asyncio.ensure_future(produce())
-        while (record := await queue.get()) is not None:
-            yield record
-        await task
+
+def default_description(agent: AgentSpec) -> str:
+    """The tool's description when the parent gives none: the sub-agent's instructions when
+    they are text, else its name."""
+    if isinstance(agent.instructions, str) and agent.instructions.strip():
+        return agent.instructions.strip()
+    return f"Delegate a task to the {agent.name!r} agent; send the task as the prompt."
 
 
-from .builder import AgentBuilder  # noqa: E402  (the builder builds `Agent`s: imported after)
+def agent_tree(agent: AgentSpec) -> list[AgentSpec]:
+    """`agent` and every sub-agent below it, each once: what registering `agent` registers."""
+    found: list[AgentSpec] = []
+    pending = [agent]
+    while pending:
+        current = pending.pop(0)
+        if any(current is known for known in found):
+            continue
+        found.append(current)
+        pending.extend(subagent.agent for subagent in current.subagents.values())
+    return found

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
+from ..contract.checkpoint import AgentExecutor
+from ..contract.messages import ModelRequest, ModelResponse
+from ..contract.records import StreamSink
+from ..contract.toolsets import ToolsetListing
+from ..models.base import DeltaSink
 from . import nodes
-from .executor import AgentExecutor
 from .ids import IdSource
-from .messages import ModelRequest, ModelResponse
-from .models.base import DeltaSink
-from .stream import StreamSink
-from .subagents import SubagentCall, SubagentSuspended, SubagentWaiting, run_in_process
-from .toolsets import ToolsetListing
+from .subagents import SubagentCall, SubagentSuspended, SubagentWaiting
 
-if TYPE_CHECKING:
-    from .agent import Agent
-
-__all__ = ["DirectNodeRunner", "Driver", "NodeRunner", "SubagentOutcome"]
+__all__ = ["Driver", "NodeRunner", "SubagentOutcome"]
 
 SubagentOutcome = nodes.ToolCallOutcome | SubagentWaiting | SubagentSuspended
 """What a sub-agent call gives: the call's outcome, or (in-process) its run left waiting for
@@ -51,35 +48,6 @@ class NodeRunner(Protocol):
         ...
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome: ...
-
-
-class DirectNodeRunner:
-    """Calls the node functions in this process."""
-
-    def __init__(self, agent: Agent[Any]) -> None:
-        self.agent = agent
-
-    async def prepare_model_request(self, input: nodes.PrepareModelRequestInput) -> ModelRequest:
-        return await nodes.prepare_model_request(self.agent, input)
-
-    async def model_request(
-        self, input: nodes.ModelRequestInput, deltas: DeltaSink | None = None
-    ) -> ModelResponse:
-        return await nodes.model_request(self.agent, input, on_delta=deltas)
-
-    async def list_tools(self, input: nodes.ListToolsInput) -> ToolsetListing:
-        return await nodes.list_tools(self.agent, input)
-
-    async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome:
-        return await nodes.tool_call(self.agent, input)
-
-    async def subagent_call(
-        self, call: SubagentCall
-    ) -> nodes.ToolCallOutcome | SubagentWaiting | SubagentSuspended:
-        return await run_in_process(call)
-
-    async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome:
-        return await nodes.validate_output(self.agent, input)
 
 
 @dataclass(frozen=True)

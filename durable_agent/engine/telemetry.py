@@ -28,14 +28,14 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace import TraceFlags as OtelTraceFlags
 
-from .errors import ExecutionSuspended
+from ..contract.checkpoint import ExecutionSuspended
+from ..contract.trace_context import TraceContext
 from .genai_messages import as_json, as_text, genai_message
-from .trace_context import TraceContext
 
 if TYPE_CHECKING:
-    from .messages import ModelMessage, ModelResponse
-    from .nodes import ToolCallInput, ToolCallOutcome
-    from .state import AgentRunState
+    from ..contract.messages import ModelMessage, ModelResponse
+    from ..contract.state import AgentRunState
+    from .node_io import ToolCallInput, ToolCallOutcome
 
 __all__ = [
     "record_subagent_tool_span",

@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from ._fields import WIRE_CONFIG, omit_empty, omit_none, shallow_copy
-from .hitl import DeferredToolCall, PendingToolApproval
+from .decisions import DeferredToolCall, PendingToolApproval
 from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
 from .toolsets import ToolsetListing
 from .trace_context import TraceContext

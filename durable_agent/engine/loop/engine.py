@@ -13,34 +13,40 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._fields import trusted
-from ..errors import (
-    AgentError,
-    AgentExecutorError,
-    ExecutionSuspended,
-    MaxStepsExceeded,
-    OutputRetryLimitExceeded,
-)
-from ..executor import (
+from ...contract._fields import trusted
+from ...contract.checkpoint import (
     AgentCheckpoint,
     AgentCheckpointMetadata,
     AgentExecutionNode,
     AgentResumeEvidence,
     Continue,
+    ExecutionSuspended,
     Suspend,
 )
-from ..ids import format_timestamp, new_id
-from ..messages import (
+from ...contract.errors import (
+    AgentError,
+    AgentExecutorError,
+    MaxStepsExceeded,
+    OutputRetryLimitExceeded,
+)
+from ...contract.messages import (
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
     TextContent,
     UserPromptPart,
 )
-from ..models.base import DeltaSink, ModelDelta
-from ..nodes import (
+from ...contract.records import AgentStreamRecord, StreamKind, response_view
+from ...contract.state import AgentRunState, RunError, RunStatus
+from ...contract.tools import ToolDefinition
+from ...contract.toolsets import ToolsetListing, ToolsetTool
+from ...contract.trace_context import TraceContext
+from ...contract.usage import Usage
+from ...models.base import DeltaSink, ModelDelta
+from ..ids import format_timestamp, new_id
+from ..node_io import (
     ModelRequestInput,
     OutputOk,
     PrepareModelRequestInput,
@@ -48,17 +54,8 @@ from ..nodes import (
     ValidateOutputInput,
 )
 from ..runner import Driver
-from ..state import AgentRunState, RunError, RunStatus
-from ..stream import AgentStreamRecord, StreamKind, response_view
+from ..spec import AgentSpec
 from ..subagents import PARENT_RUN_ID, PARENT_TOOL_CALL_ID, SubagentResume
-from ..tools import ToolDefinition
-from ..toolsets import ToolsetListing, ToolsetTool
-from ..trace_context import TraceContext
-from ..usage import Usage
-
-if TYPE_CHECKING:
-    from ..agent import Agent
-
 from .tools import ToolSteps
 
 __all__ = ["AgentLoop"]
@@ -79,7 +76,7 @@ class AgentLoop(ToolSteps):
     """Drives one run from a node until it completes, waits for a human, or is suspended."""
 
     def __init__(
-        self, agent: Agent[Any], state: AgentRunState, driver: Driver, *, stream_start: int = 0
+        self, agent: AgentSpec, state: AgentRunState, driver: Driver, *, stream_start: int = 0
     ) -> None:
         self.agent = agent
         self.state = state

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from .errors import UserError
+from ..contract.errors import UserError
 
 __all__ = ["ApproverMap", "approver_problem", "normalize_approvers"]
 

@@ -7,10 +7,7 @@ application errors so a mistake is not retried forever.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .executor import AgentCheckpoint, AgentExecutionNode
+from typing import Any
 
 __all__ = [
     "AgentError",
@@ -18,7 +15,6 @@ __all__ = [
     "ApprovalRequired",
     "CallDeferred",
     "ConversationTooLarge",
-    "ExecutionSuspended",
     "HitlDecisionError",
     "InvalidInput",
     "MaxStepsExceeded",
@@ -142,18 +138,6 @@ class AgentExecutorError(AgentError):
     """The executor itself failed while handling a checkpoint."""
 
     kind = "executor_error"
-
-
-class ExecutionSuspended(AgentError):
-    """The executor answered `Suspend` at a boundary; `agent.resume(checkpoint)` continues."""
-
-    kind = "suspended"
-
-    def __init__(self, node: AgentExecutionNode, reason: str, checkpoint: AgentCheckpoint) -> None:
-        super().__init__(f"run suspended at {node.value}: {reason}")
-        self.node = node
-        self.reason = reason
-        self.checkpoint = checkpoint
 
 
 class ModelRetry(Exception):

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 if TYPE_CHECKING:
-    from .messages import ModelResponse
-    from .models.base import Model
-    from .usage import Usage
+    from ..contract.messages import ModelResponse
+    from ..contract.usage import Usage
+    from ..models.base import Model
 
 __all__ = ["dollars", "price", "price_response"]
 

@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentExecutorError, ExecutionSuspended
-from ..executor import AgentCheckpoint, AgentExecutionNode, AgentExecutor
-from ..hitl import PendingToolApproval, ToolApprovalDecision
+from ...contract.checkpoint import (
+    AgentCheckpoint,
+    AgentExecutionNode,
+    AgentExecutor,
+    ExecutionSuspended,
+)
+from ...contract.decisions import PendingToolApproval, ToolApprovalDecision
+from ...contract.errors import AgentExecutorError
+from ...contract.messages import ToolCall
+from ...contract.state import AgentRunState, RunStatus
+from ...contract.tools import OUTPUT_TOOL_NAME, ToolDefinition
+from ...contract.toolsets import (
+    ToolsetListing,
+    ToolsetTool,
+    check_approval_names,
+    index_toolset_tools,
+)
 from ..ids import IdSource
-from ..messages import ToolCall
-from ..nodes import ListToolsInput, RunRef, ToolCallInput, unknown_tool
-from ..output import OUTPUT_TOOL_NAME
+from ..node_io import ListToolsInput, RunRef, ToolCallInput
+from ..nodes import unknown_tool
 from ..runner import NodeRunner
-from ..state import AgentRunState, RunStatus
+from ..spec import AgentSpec
 from ..subagents import SubagentCall, SubagentResume, SubagentSuspended, child_id, subagent_depth
-from ..tools import ToolDefinition
-from ..toolsets import ToolsetListing, ToolsetTool, check_approval_names, index_toolset_tools
 from .outcomes import Outcome, OutcomeSteps
-
-if TYPE_CHECKING:
-    from ..agent import Agent
-
 
 __all__ = ["ToolSteps"]
 
@@ -40,7 +46,7 @@ N = AgentExecutionNode
 class ToolSteps(OutcomeSteps):
     """`AgentLoop`'s tool and toolset steps (applying outcomes: `OutcomeSteps`)."""
 
-    agent: Agent[Any]
+    agent: AgentSpec
     state: AgentRunState
     runner: NodeRunner
     executor: AgentExecutor

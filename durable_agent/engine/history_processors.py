@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .errors import UserError
-from .messages import (
+from ..contract.errors import UserError
+from ..contract.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
