@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from durable_agent.contract.decisions import read_deferred_response
-from durable_agent.temporal.client import DEFAULT_TIMEOUT, AgentClient
+from durable_agent.temporal.client import DEFAULT_TASK_QUEUE, DEFAULT_TIMEOUT, AgentClient
 from durable_agent.temporal.storage import STORAGE_ENV
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
 
@@ -44,7 +44,6 @@ EXIT_INTERRUPTED = 130
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
-DEFAULT_TASK_QUEUE = "durable-agent"
 
 # `\b` keeps click from re-flowing the table.
 EPILOG = """\

@@ -7,6 +7,7 @@ from ..engine.quotas import ModelQuota
 from .client import AgentClient, AgentRunHandle
 from .executor import TemporalExecutor
 from .plugin import DurableAgentPlugin
+from .queues import DEFAULT_TASK_QUEUE
 from .registry import ActivityConfig, AgentActivityConfig, AgentRegistration, AgentRegistry
 from .runtime import WorkerRuntime, runtime_of
 from .search_attributes import (
@@ -72,5 +73,3 @@ __all__ = [
     "WorkerRuntime",
     "runtime_of",
 ]
-
-DEFAULT_TASK_QUEUE = "durable-agent"

@@ -23,6 +23,7 @@ from ...engine.overrides import AgentOverrides
 from ..encryption import EncryptionError
 from ..markdown import literal
 from ..plugin import DurableAgentPlugin
+from ..queues import DEFAULT_TASK_QUEUE
 from ..registry import AgentNameTaken, AgentRegistry
 from ..signing import ApprovalKeys
 from ..storage import StorageConfigError
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_TASK_QUEUE", "DEFAULT_TIMEOUT", "AgentClient"]
 
-DEFAULT_TASK_QUEUE = "durable-agent"
-"""The same as `durable_agent.temporal.DEFAULT_TASK_QUEUE`, which is defined after the package
-imports this module (tests/test_client.py checks they agree)."""
 DEFAULT_TIMEOUT = 10.0
 """Seconds to wait for the server or a worker to answer one call (not for `result()`)."""
 SUMMARY_PROMPT_CHARS = 60
