@@ -1,5 +1,6 @@
-"""Model providers. `OpenAIChatModel` and `OpenAIResponsesModel` need the `openai` extra,
-`AnthropicModel` the `anthropic` one; they are imported lazily."""
+"""Model providers. The provider classes (`AnthropicModel`, `OpenAIChatModel`,
+`OpenAIResponsesModel`, ...: the rows of `providers.PROVIDERS`) are imported lazily, each
+needing its SDK's extra (`anthropic`, `openai`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from .base import DeltaSink, Model, ModelDelta, ModelRequestParameters, ModelSet
 from .fallback import FallbackModel
 from .function import AgentInfo, FunctionModel, StreamFunction
 from .names import model_from_name
+from .providers import class_names, lazy_class
 from .test import TestModel
 
 __all__ = [
@@ -28,19 +30,12 @@ __all__ = [
     "TestModel",
     "model_from_name",
 ]
+__all__ += [name for name in class_names() if name not in __all__]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "OpenAIChatModel":
-        from .openai import OpenAIChatModel
-
-        return OpenAIChatModel
-    if name == "OpenAIResponsesModel":
-        from .openai import OpenAIResponsesModel
-
-        return OpenAIResponsesModel
-    if name == "AnthropicModel":
-        from .anthropic import AnthropicModel
-
-        return AnthropicModel
-    raise AttributeError(name)
+    """A provider class, imported on first use (`providers.PROVIDERS` says where)."""
+    found = lazy_class(name)
+    if found is None:
+        raise AttributeError(name)
+    return found
