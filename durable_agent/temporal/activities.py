@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -32,15 +32,16 @@ from durable_agent.temporal.wire import (
     ValidateOutputActivityInput,
 )
 
+from .compaction.caches import PayloadCaches
 from .compaction.format import pack_response, pack_tool_outcome
 from .compaction.resolver import remember_answer, resolve_request, resolve_tool_call
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
+from .hosting import Hosting
 from .quota.activities import pause_key
 from .registry import AgentRegistration
-
-if TYPE_CHECKING:
-    from .runtime import WorkerRuntime
+from .tool_threads import ToolThreads
+from .toolsets import ToolsetPool
 
 __all__ = ["NodeActivities"]
 
@@ -120,12 +121,21 @@ class _Heartbeat:
 
 
 class NodeActivities:
-    """The node activities of one worker, bound to its `WorkerRuntime`: the agents they
-    look up, the caches they rebuild packed inputs from, the threads and toolsets they
-    run tools on are that worker's own."""
+    """The node activities of one worker, bound to the parts of its `WorkerRuntime` they
+    use: the agents they look up (and the quotas, in `hosting`), the caches they rebuild
+    packed inputs from, the threads and toolsets they run tools on are that worker's own."""
 
-    def __init__(self, runtime: WorkerRuntime) -> None:
-        self._runtime = runtime
+    def __init__(
+        self,
+        hosting: Hosting,
+        caches: PayloadCaches,
+        tool_threads: ToolThreads,
+        toolsets: ToolsetPool,
+    ) -> None:
+        self._hosting = hosting
+        self._caches = caches
+        self._tool_threads = tool_threads
+        self._toolsets = toolsets
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity a worker hosting agents runs (`load_checkpoint` keeps no state)."""
@@ -139,12 +149,12 @@ class NodeActivities:
         ]
 
     def _registration(self, name: str) -> AgentRegistration:
-        return self._runtime.hosting.agents.get(name)
+        return self._hosting.agents.get(name)
 
     @activity.defn(name="prepare_model_request")
     async def prepare_model_request(self, input: PrepareActivityInput) -> ModelRequest:
         async with _guard(input.agent, "prepare_model_request", input.input.run_step):
-            agent = self._registration(input.agent).agent_for(input.overrides)
+            agent = self._hosting.agents.agent_for(input.agent, input.overrides)
             return _checked(
                 await nodes.prepare_model_request(agent, input.input), "prepare_model_request"
             )
@@ -154,7 +164,7 @@ class NodeActivities:
         step = input.input.run_step if input.input is not None else input.run_step
         async with _guard(input.agent, "model_request", step + 1) as logger:
             registration = self._registration(input.agent)
-            agent = registration.agent_for(input.overrides)
+            agent = self._hosting.agents.agent_for(input.agent, input.overrides)
             info = activity.info()
             workflow_id, run_id = info.workflow_id, info.workflow_run_id
             if workflow_id is None or run_id is None:
@@ -163,7 +173,7 @@ class NodeActivities:
                     type="not_in_workflow",
                     non_retryable=True,
                 )
-            caches = self._runtime.caches
+            caches = self._caches
             request, digest = await resolve_request(caches, input, workflow_id, run_id)
             member = input.model_index
             with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
@@ -188,7 +198,7 @@ class NodeActivities:
     async def _refused(self, agent: AgentSpec, task_queue: str, error: ModelHTTPError) -> None:
         """A 429 for a key with a quota here pauses the key for every run of the queue."""
         key = model_key(agent.model)
-        if error.status_code == 429 and key in self._runtime.hosting.quotas:
+        if error.status_code == 429 and key in self._hosting.quotas:
             await pause_key(activity.client(), task_queue, key, error)
 
     @activity.defn(name="list_tools")
@@ -198,7 +208,7 @@ class NodeActivities:
         name = input.input.toolset
         async with _guard(input.agent, f"list_tools:{name}", input.input.run_step) as logger:
             agent = self._registration(input.agent).agent
-            await self._runtime.toolsets.acquire(agent.toolset(name))
+            await self._toolsets.acquire(agent.toolset(name))
             listing = await nodes.list_tools(agent, input.input)
             logger.info("tools listed", toolset=name, tools=len(listing.tools))
             return _checked(listing, f"list_tools of {name!r}")
@@ -211,15 +221,15 @@ class NodeActivities:
             info = activity.info()
             request = resolve_tool_call(input, info.workflow_id or "")
             if request.toolset_tool is not None:
-                await self._runtime.toolsets.acquire(agent.toolset(request.toolset_tool.toolset))
-            threads = self._runtime.tool_threads.executor()
+                await self._toolsets.acquire(agent.toolset(request.toolset_tool.toolset))
+            threads = self._tool_threads.executor()
             outcome = await nodes.tool_call(agent, request, executor=threads)
             if isinstance(outcome, nodes.ToolReturned):
                 size = outcome.tool_return.metadata.get("truncated_from_bytes")
                 if size is not None:
                     logger.warning("tool result truncated", size=size)
                 if info.workflow_id is not None:
-                    self._runtime.caches.tool_returns.store(info.workflow_id, outcome.tool_return)
+                    self._caches.tool_returns.store(info.workflow_id, outcome.tool_return)
             return _checked(
                 pack_tool_outcome(outcome, call.id, call.name),
                 f"tool {call.name!r} (call {call.id})",
@@ -232,7 +242,7 @@ class NodeActivities:
             outcome = _checked(await nodes.validate_output(agent, input.input), "validate_output")
             workflow_id = activity.info().workflow_id
             if isinstance(outcome, nodes.OutputOk) and workflow_id is not None:
-                self._runtime.caches.histories.forget(workflow_id)
+                self._caches.histories.forget(workflow_id)
             return outcome
 
 

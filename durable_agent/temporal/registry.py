@@ -7,6 +7,7 @@ workflows through `.hosting`), so they read the same registrations.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -194,31 +195,13 @@ class AgentActivityConfig:
 
 
 OVERRIDDEN_AGENTS_KEPT = 64
-"""Agents built for runs with overrides, kept per registration (the newest)."""
+"""Agents built for runs with overrides, kept per registered agent (the newest)."""
 
 
 @dataclass(frozen=True)
 class AgentRegistration:
     agent: AgentSpec
     activities: AgentActivityConfig = field(default_factory=AgentActivityConfig)
-    _overridden: dict[str, AgentSpec] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-
-    def agent_for(self, overrides: AgentOverrides | None) -> AgentSpec:
-        """The agent as a run with `overrides` runs it (`InvalidInput` for a model it does
-        not allow), built once for each distinct overrides so its tool schemas are too:
-        the workflow and every activity of such a run ask for it."""
-        if overrides is None or overrides.empty:
-            return self.agent
-        key = overrides.model_dump_json()
-        agent = self._overridden.get(key)
-        if agent is None:
-            agent = self.agent.with_overrides(overrides)
-            if len(self._overridden) >= OVERRIDDEN_AGENTS_KEPT:
-                del self._overridden[next(iter(self._overridden))]
-            self._overridden[key] = agent
-        return agent
 
 
 class AgentNameTaken(UserError):
@@ -228,8 +211,17 @@ class AgentNameTaken(UserError):
 
 
 class AgentRegistry:
+    """One worker's agents by name, and the agents it built for runs with overrides.
+
+    Its workflows (on the SDK's workflow threads) and its activities (on the event loop)
+    look agents up at once: the agents built for overrides are kept under a lock, so a
+    lookup never sees a half-evicted cache and each overrides is built into one agent."""
+
     def __init__(self) -> None:
         self._agents: dict[str, AgentRegistration] = {}
+        self._overridden: dict[str, dict[str, AgentSpec]] = {}
+        """Agent name → its overrides' JSON → the agent built for them, oldest first."""
+        self._lock = threading.Lock()
 
     def register(
         self,
@@ -244,7 +236,10 @@ class AgentRegistry:
                 f"an agent named {agent.name!r} is already registered; give each agent a unique "
                 "name with AgentBuilder.name(...)"
             )
-        self._agents[agent.name] = AgentRegistration(agent, activities or AgentActivityConfig())
+        registration = AgentRegistration(agent, activities or AgentActivityConfig())
+        with self._lock:
+            self._agents[agent.name] = registration
+            self._overridden.pop(agent.name, None)
         return agent
 
     def host(self, agent: AgentSpec, activities: AgentActivityConfig | None = None) -> None:
@@ -279,6 +274,29 @@ class AgentRegistry:
                 "start the worker with --agents your.module to register it"
             ) from None
 
+    def agent_for(self, name: str, overrides: AgentOverrides | None) -> AgentSpec:
+        """Agent `name` as a run with `overrides` runs it (`InvalidInput` for a model it does
+        not allow), built once for each distinct overrides so its tool schemas are too: the
+        workflow and every activity of such a run ask for it. `UnknownAgentError` for a name
+        not registered here."""
+        registration = self.get(name)
+        if overrides is None or overrides.empty:
+            return registration.agent
+        key = overrides.model_dump_json()
+        with self._lock:
+            built = self._overridden.get(name, {}).get(key)
+        if built is not None:
+            return built
+        built = registration.agent.with_overrides(overrides)
+        with self._lock:
+            if self._agents.get(name) is not registration:
+                return built  # replaced meanwhile: not kept for the agent that replaced it
+            kept = self._overridden.setdefault(name, {})
+            built = kept.setdefault(key, built)  # one agent, whoever built it first
+            if len(kept) > OVERRIDDEN_AGENTS_KEPT:
+                del kept[next(iter(kept))]
+        return built
+
     def names(self) -> list[str]:
         return sorted(self._agents)
 
@@ -289,4 +307,6 @@ class AgentRegistry:
         return iter(self._agents.values())
 
     def clear(self) -> None:
-        self._agents.clear()
+        with self._lock:
+            self._agents.clear()
+            self._overridden.clear()

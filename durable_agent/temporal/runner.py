@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, RootModel
 from temporalio import workflow
@@ -36,18 +36,16 @@ from durable_agent.engine.node_io import (
     ValidateOutputInput,
 )
 from durable_agent.engine.quotas import ModelQuota, estimate_tokens, model_key
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.engine.subagents import SubagentCall
 from durable_agent.models.base import DeltaSink, Model
 from durable_agent.models.fallback import FallbackModel, model_label
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
+from .quota.gate import QuotaGate
 from .registry import AgentRegistration, LocalNode
 from .roles import Role, role_queue
-
-if TYPE_CHECKING:
-    from .quota.gate import QuotaGate
-    from .workflow.subagents import SubagentRuns
 from .wire import (
     ListToolsActivityInput,
     ModelRequestActivityInput,
@@ -55,7 +53,10 @@ from .wire import (
     ValidateOutputActivityInput,
 )
 
-__all__ = ["ActivityNodeRunner", "NodeActivityFailed", "WorkflowIdSource"]
+__all__ = ["ActivityNodeRunner", "NodeActivityFailed", "SubagentCaller", "WorkflowIdSource"]
+
+SubagentCaller = Callable[[SubagentCall], Awaitable[ToolCallOutcome]]
+"""Runs one sub-agent call as a child workflow (`workflow.subagents.SubagentRuns.call`)."""
 
 
 class WorkflowIdSource:
@@ -156,39 +157,47 @@ class ActivityNodeRunner:
     def __init__(
         self,
         registration: AgentRegistration,
+        agent: AgentSpec,
         *,
+        subagents: SubagentCaller | None = None,
+        quota_gate: QuotaGate | None = None,
+        quotas: Mapping[str, ModelQuota] | None = None,
+        role_split: bool = False,
         history_offset: int = 0,
         history_digest: str = EMPTY_DIGEST,
         cached: int | None = None,
         overrides: AgentOverrides | None = None,
     ) -> None:
-        """`cached`: how many of the run's first messages the activity cache may hold
-        already (a continued run's carried conversation, cached by the run before it).
-        `overrides` (a fork's model, settings, instructions) go to the activities that
-        need them: `prepare_model_request` and `model_request`."""
+        """`agent` is the run's agent: the registered one with the run's `overrides` (a
+        fork's model, settings, instructions), which also go to the activities that need
+        them (`prepare_model_request` and `model_request`). `subagents` starts a sub-agent
+        call's child workflow; model requests wait at `quota_gate` for the grant of their
+        key's quota among this task queue's `quotas`; `role_split`: model and tool
+        activities go to the role workers' queues (the last two from the worker's
+        `Hosting`). `cached`: how many of the run's first messages the activity cache may
+        hold already (a continued run's carried conversation, cached by the run before
+        it)."""
         self.registration = registration
+        self.agent = agent
         self.overrides = overrides if overrides is not None and not overrides.empty else None
         self.name = registration.agent.name
         self.config = registration.activities
-        self.subagent_runs: SubagentRuns | None = None
+        self.subagents = subagents
+        self.quota_gate = quota_gate
+        self.quotas: Mapping[str, ModelQuota] = quotas if quotas is not None else {}
+        self.role_split = role_split
         self.packer = RequestPacker(
             history_offset=history_offset, history_digest=history_digest, cached=cached
         )
         self._chain: tuple[Model, ...] | None = None
         self._limited: tuple[str, ModelQuota] | tuple[()] | None = None
-        self.quota_gate: QuotaGate | None = None
-        """Set by the workflow: where model requests wait for their quota's grant."""
-        self.quotas: Mapping[str, ModelQuota] = {}
-        """Set by the workflow from its worker's `Hosting`: the quotas of this task queue."""
-        self.role_split = False
-        """Set likewise: model and tool activities go to the role workers' queues."""
         self._local: dict[LocalNode, bool] = {}
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
-        """A child workflow per call (`workflow.subagents`), started by the workflow that
-        set `subagent_runs`."""
-        assert self.subagent_runs is not None, "the workflow sets subagent_runs"
-        return await self.subagent_runs.call(call)
+        """A child workflow per call (`workflow.subagents`), started by the workflow's
+        `subagents`."""
+        assert self.subagents is not None, "the workflow gives the runner its subagents"
+        return await self.subagents(call)
 
     def digest_of(self, messages: list[ModelMessage]) -> str:
         """The digest of the whole conversation so far (for continue-as-new)."""
@@ -291,7 +300,7 @@ class ActivityNodeRunner:
     def _quota(self) -> tuple[str, ModelQuota] | None:
         """The run's model key and its quota on this task queue, if it has one."""
         if self._limited is None:
-            self._limited = self._quota_of(self.registration.agent_for(self.overrides).model)
+            self._limited = self._quota_of(self.agent.model)
         return self._limited or None
 
     def _quota_of(self, model: Model) -> tuple[str, ModelQuota] | tuple[()]:
@@ -346,7 +355,7 @@ class ActivityNodeRunner:
     def _fallback_chain(self) -> tuple[Model, ...]:
         """The members of the run's `FallbackModel`, if its model is one (else empty)."""
         if self._chain is None:
-            model = self.registration.agent_for(self.overrides).model
+            model = self.agent.model
             self._chain = model.models if isinstance(model, FallbackModel) else ()
         return self._chain
 

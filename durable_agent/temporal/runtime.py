@@ -44,7 +44,9 @@ class WorkerRuntime:
         self.caches = PayloadCaches()
         self.tool_threads = ToolThreads()
         self.toolsets = ToolsetPool()
-        self.activities = NodeActivities(self)
+        self.activities = NodeActivities(
+            self.hosting, self.caches, self.tool_threads, self.toolsets
+        )
         self.listed: list[AgentSpec] = []
         """The agents the worker's plugins list, whose toolsets are checked at its start
         (an agent added to `agents` otherwise has its toolsets opened on first use)."""

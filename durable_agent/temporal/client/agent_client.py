@@ -88,7 +88,7 @@ def _check_overrides(client: Client, workflow_input: AgentWorkflowInput) -> None
                 with contextlib.suppress(AgentNameTaken):
                     agents.host(agent)
     if workflow_input.agent in agents:
-        agents.get(workflow_input.agent).agent_for(overrides)
+        agents.agent_for(workflow_input.agent, overrides)
 
 
 class AgentClient:

@@ -155,12 +155,10 @@ class AgentWorkflow:
             workflow.upsert_search_attributes(first)
         if self._input_problem is not None:
             raise self._failed(InvalidInput(self._input_problem))
-        registration = self._registration(input)
-        runner = node_runner(registration, input)
-        runner.subagent_runs, runner.quota_gate = self.subagents, self.quota
-        runner.quotas, runner.role_split = self.hosting.quotas, self.hosting.role_split
+        registration, agent = self._registration(input), self._agent(input)
+        runner = node_runner(registration, agent, input, self.hosting, self.subagents, self.quota)
         controller = RunController(
-            self._agent(registration, input),
+            agent,
             Driver(
                 runner=runner,
                 executor=self.executor,
@@ -259,11 +257,11 @@ class AgentWorkflow:
         except AgentError as error:
             raise self._failed(error) from error
 
-    def _agent(self, registration: AgentRegistration, input: AgentWorkflowInput) -> AgentSpec:
+    def _agent(self, input: AgentWorkflowInput) -> AgentSpec:
         """The registered agent, with the run's overrides (a model it does not allow fails
         the run at once, before any activity)."""
         try:
-            return registration.agent_for(input.overrides)
+            return self.hosting.agents.agent_for(input.agent, input.overrides)
         except AgentError as error:
             raise self._failed(error) from error
 

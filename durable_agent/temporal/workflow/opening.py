@@ -19,13 +19,18 @@ with workflow.unsafe.imports_passed_through():
     from ...contract.state import AgentRunState, RunStatus
     from ...engine.controller import RunController
     from ...engine.ids import new_id
+    from ...engine.spec import AgentSpec
+    from ..compaction.digest import EMPTY_DIGEST
     from ..executor import TemporalExecutor
     from ..forks import LOAD_RETRIES, LOAD_TIMEOUT, fork_failure
+    from ..hosting import Hosting
+    from ..quota.gate import QuotaGate
     from ..registry import AgentRegistration
     from ..runner import ActivityNodeRunner, WorkflowIdSource
     from ..wire import AgentWorkflowInput, LoadCheckpointInput, LoadedCheckpoint
     from .continuation import Chain
     from .sessions import finished
+    from .subagents import SubagentRuns
 
 __all__ = ["Drive", "Opening", "node_runner"]
 
@@ -153,19 +158,34 @@ class Opening:
         return loop.state, drive
 
 
-def node_runner(registration: AgentRegistration, input: AgentWorkflowInput) -> ActivityNodeRunner:
-    """The activity node runner, told what the run's first model request can rely on: a
-    continued run's cached conversation (or, for 0.1's runs, its offset and digest)."""
+def node_runner(
+    registration: AgentRegistration,
+    agent: AgentSpec,
+    input: AgentWorkflowInput,
+    hosting: Hosting,
+    subagents: SubagentRuns,
+    quota_gate: QuotaGate,
+) -> ActivityNodeRunner:
+    """The activity node runner of a run of `agent` (the registered agent with the run's
+    overrides), told what the run's first model request can rely on: a continued run's
+    cached conversation (or, for 0.1's runs, its offset and digest); its sub-agents' and
+    quota's components and its worker's quotas and queues given at once."""
     continuation = input.continuation
-    overrides = input.overrides
-    if continuation is None:
-        return ActivityNodeRunner(registration, overrides=overrides)
-    if continuation.carries_history:
-        carried = continuation.checkpoint.state.message_history
-        return ActivityNodeRunner(registration, cached=len(carried), overrides=overrides)
+    offset, digest, cached = 0, EMPTY_DIGEST, None
+    if continuation is not None and continuation.carries_history:
+        cached = len(continuation.checkpoint.state.message_history)
+    elif continuation is not None:
+        offset = continuation.checkpoint.state.history_offset
+        digest = continuation.history_digest
     return ActivityNodeRunner(
         registration,
-        history_offset=continuation.checkpoint.state.history_offset,
-        history_digest=continuation.history_digest,
-        overrides=overrides,
+        agent,
+        subagents=subagents.call,
+        quota_gate=quota_gate,
+        quotas=hosting.quotas,
+        role_split=hosting.role_split,
+        history_offset=offset,
+        history_digest=digest,
+        cached=cached,
+        overrides=input.overrides,
     )
