@@ -30,10 +30,9 @@ from .servers import (
     IDEMPOTENCY_META_KEY,
     CallMCPTool,
     MCPServer,
-    MCPServerStdio,
-    MCPServerStreamableHTTP,
     ProcessToolCall,
 )
+from .transports import MCPServerStdio, MCPServerStreamableHTTP
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",

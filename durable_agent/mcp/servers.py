@@ -41,8 +41,6 @@ __all__ = [
     "IDEMPOTENCY_META_KEY",
     "CallMCPTool",
     "MCPServer",
-    "MCPServerStdio",
-    "MCPServerStreamableHTTP",
     "ProcessToolCall",
 ]
 
@@ -415,7 +413,3 @@ def _list_page(cursor: str | None) -> Callable[[Client], Awaitable[mcp_types.Lis
         return await client.list_tools(cursor=cursor)
 
     return page
-
-
-# The transports build on `MCPServer`: imported after it.
-from .transports import MCPServerStdio, MCPServerStreamableHTTP

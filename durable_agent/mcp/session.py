@@ -17,7 +17,8 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import mcp_types
@@ -26,22 +27,52 @@ from mcp import Client, MCPError
 from mcp.client import Transport
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-if TYPE_CHECKING:
-    from .servers import MCPServer
-
-__all__ = ["Session"]
+__all__ = ["CLIENT_INFO", "Session", "SessionOwner"]
 
 log = structlog.get_logger("durable_agent.mcp")
 T = TypeVar("T")
 
-CLIENT_INFO = mcp_types.Implementation(name="durable-agent", version="0.1.0")
+
+def _version() -> str:
+    try:
+        return version("durable-agent")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "0+unknown"
+
+
+CLIENT_INFO = mcp_types.Implementation(name="durable-agent", version=_version())
+"""How this client introduces itself to servers: the installed release's own version."""
 CLOSE_TIMEOUT_SECONDS = 10.0
 """The SDK gives a stdio server 2 s to exit after its stdin closes, then terminates and
 kills it (2 s each): a session closes well within this."""
 
 
+class SessionOwner(Protocol):
+    """What a session asks of the server it belongs to (`MCPServer` and its transports):
+    how to connect, and how to name what went wrong."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def open_transport(
+        self, stack: contextlib.AsyncExitStack, session: Session
+    ) -> Transport: ...
+
+    def is_connection_error(self, error: MCPError) -> bool: ...
+
+    def is_transport_error(self, error: BaseException) -> bool: ...
+
+    def redact(self, text: str) -> str: ...
+
+    def unavailable(self, problem: str) -> Exception: ...
+
+    def handshake_timeout(self, timeout: float) -> Exception: ...
+
+    def classify_open_error(self, error: BaseException, session: Session) -> Exception: ...
+
+
 class Session:
-    def __init__(self, server: MCPServer) -> None:
+    def __init__(self, server: SessionOwner) -> None:
         self.server = server
         self.client: Client | None = None
         self.broken = False
