@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from opentelemetry import trace
-
-if TYPE_CHECKING:
-    from .tracing import Tracing
 
 __all__ = ["OTLP_ENDPOINT_ENVS", "TracingConfigError", "flush", "provider_from_env"]
 
@@ -98,11 +95,11 @@ class TracingConfigError(Exception):
     """The OTLP settings ask for something this install cannot do."""
 
 
-def flush(tracing: Tracing | None) -> None:
-    """Exports what a stopping worker still holds."""
-    if tracing is None:
+def flush(provider: trace.TracerProvider | None) -> None:
+    """Exports what a stopping worker still holds: the spans of `provider`, the tracer
+    provider its tracing resolves to (None: tracing is off), and the metrics."""
+    if provider is None:
         return
-    provider: Any = tracing.resolve()
     force_flush = getattr(provider, "force_flush", None)
     if callable(force_flush):
         try:

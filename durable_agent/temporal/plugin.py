@@ -391,7 +391,7 @@ class DurableAgentPlugin(SimplePlugin):
             async with runtime.running(slots) if runtime else contextlib.nullcontext():
                 await super().run_worker(worker, next)
         finally:
-            flush(self.tracing)
+            flush(self.tracing.resolve() if self.tracing is not None else None)
 
 
 def _answering_contexts(runner: WorkflowRunner | None, converter: DataConverter) -> Any:
