@@ -36,8 +36,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent import AgentResumeEvidence
 from durable_agent.contract.records import TERMINAL_KINDS, AgentStreamRecord
 
-from .client import AgentRunError, CannotConnect, NoWorker, RunNotFound
 from .executor import CONTINUE_AS_NEW
+from .run_errors import AgentRunError, CannotConnect, NoWorker, RunNotFound
 from .wire import EVENTS_TOPIC, STREAM_OFFSET_QUERY, STREAM_POLL, CheckpointsView, RunLink
 from .workflow import AgentWorkflow
 

@@ -50,6 +50,7 @@ __all__ = [
     "SubagentStatus",
     "SubagentView",
     "EVENTS_TOPIC",
+    "WORKFLOW_TYPE",
     "STREAM_OFFSET_QUERY",
     "STREAM_POLL",
     "AWAITING_PROMPT",
@@ -182,6 +183,8 @@ class Continuation(BaseModel):
     run at all before it continues)."""
 
 
+WORKFLOW_TYPE = "AgentWorkflow"
+"""The workflow type of every agent run (`AgentWorkflow`'s name)."""
 EVENTS_TOPIC = "events"
 """The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
 offset is its record's `seq`."""

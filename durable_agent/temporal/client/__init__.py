@@ -21,8 +21,8 @@ data converter and the codec the workers use). What it adds over Temporal's own 
 
 from __future__ import annotations
 
-from .agent_client import DEFAULT_TASK_QUEUE, DEFAULT_TIMEOUT, AgentClient
-from .errors import (
+from ..queues import DEFAULT_TASK_QUEUE
+from ..run_errors import (
     AgentRunError,
     AlreadyStarted,
     CannotConnect,
@@ -33,6 +33,8 @@ from .errors import (
     RunFailed,
     RunNotFound,
 )
+from .agent_client import AgentClient
+from .connection import DEFAULT_TIMEOUT
 from .handle import AgentRunHandle
 from .listing import WORKFLOW_TYPE, ListedRun, list_query
 

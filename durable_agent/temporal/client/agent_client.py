@@ -3,95 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio.client import Client
-from temporalio.common import Priority
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import (
     RunStatus,
 )
 
-from ...contract.errors import InvalidInput
-from ...engine.overrides import AgentOverrides
 from ..encryption import EncryptionError
-from ..markdown import literal
 from ..plugin import DurableAgentPlugin
 from ..queues import DEFAULT_TASK_QUEUE
-from ..registry import AgentNameTaken, AgentRegistry
-from ..signing import ApprovalKeys
+from ..run_errors import AgentRunError, CannotConnect
 from ..storage import StorageConfigError
-from ..wire import AgentWorkflowInput, ResumeFrom
-from ..workflow import AgentWorkflow
-from .errors import AgentRunError, AlreadyStarted, CannotConnect
+from .connection import DEFAULT_TIMEOUT, Connection
 from .handle import AgentRunHandle
 from .listing import ListedRun, _listed, list_query, memo_cost
 
-if TYPE_CHECKING:
-    pass
+__all__ = ["AgentClient"]
 
 
-__all__ = ["DEFAULT_TASK_QUEUE", "DEFAULT_TIMEOUT", "AgentClient"]
-
-DEFAULT_TIMEOUT = 10.0
-"""Seconds to wait for the server or a worker to answer one call (not for `result()`)."""
-SUMMARY_PROMPT_CHARS = 60
-INTERNAL_INPUT_FIELDS = frozenset({"agent", "prompt", "continuation", "parent"})
-"""`AgentWorkflowInput` fields `start()` does not take as keywords: the first two are its
-positional arguments, `continuation` and `parent` are set only by workflows themselves."""
-
-
-def _summary(agent: str, prompt: str, source: ResumeFrom | None = None) -> str:
-    """The Web UI's one-line summary of a run: its agent and the start of its prompt (for
-    a fork, where it came from). The UI renders it as Markdown: what users wrote is
-    escaped (`literal`), so a prompt cannot put a link or an element on the page."""
-    if source is not None:
-        return f"agent {literal(agent)}: fork of {literal(source.describe())}"
-    line = " ".join(prompt.split())
-    if not line:
-        return f"agent {literal(agent)}: session"
-    if len(line) > SUMMARY_PROMPT_CHARS:
-        line = line[: SUMMARY_PROMPT_CHARS - 1].rstrip() + "…"
-    return f"agent {literal(agent)}: {literal(line)}"
-
-
-def _input_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """Refuses a misspelt keyword: pydantic would drop it silently and the run would start
-    without, say, its `suspend_at`."""
-    allowed = sorted(set(AgentWorkflowInput.model_fields) - INTERNAL_INPUT_FIELDS)
-    unknown = sorted(set(fields) - set(allowed))
-    if unknown:
-        raise TypeError(
-            f"start() got unknown AgentWorkflowInput field(s) {', '.join(map(repr, unknown))}; "
-            f"the fields are: {', '.join(allowed)}"
-        )
-    return fields
-
-
-def _check_overrides(client: Client, workflow_input: AgentWorkflowInput) -> None:
-    """Refuses a model the agent does not allow when the client knows the agent (connected
-    with `DurableAgentPlugin(agents=[...])`, as a worker's own client is); the worker checks
-    it too."""
-    overrides = workflow_input.overrides
-    if overrides is None or overrides.model is None:
-        return
-    agents = AgentRegistry()
-    for plugin in client.config().get("plugins") or ():
-        if isinstance(plugin, DurableAgentPlugin):
-            for agent in plugin.agents:
-                with contextlib.suppress(AgentNameTaken):
-                    agents.host(agent)
-    if workflow_input.agent in agents:
-        agents.agent_for(workflow_input.agent, overrides)
-
-
-class AgentClient:
+class AgentClient(Connection):
     """Agent runs on one Temporal namespace; `client` must use `DurableAgentPlugin`.
 
     `task_queue` is where `start()` sends runs (the workers' queue); `timeout` bounds each
@@ -99,23 +34,6 @@ class AgentClient:
     `approval_keys` sign every approval and denial (see `.signing`); by default they are
     those of the client's `DurableAgentPlugin`, if any.
     """
-
-    def __init__(
-        self,
-        client: Client,
-        *,
-        task_queue: str = DEFAULT_TASK_QUEUE,
-        timeout: float = DEFAULT_TIMEOUT,
-        approval_keys: ApprovalKeys | None = None,
-    ) -> None:
-        self.client = client
-        self.task_queue = task_queue
-        self.timeout = timeout
-        if approval_keys is None:
-            plugins = client.config().get("plugins") or []
-            found = [p.approval_keys for p in plugins if isinstance(p, DurableAgentPlugin)]
-            approval_keys = next((keys for keys in found if keys is not None), None)
-        self.approval_keys = approval_keys
 
     @classmethod
     async def connect(
@@ -154,10 +72,6 @@ class AgentClient:
             ) from None
         return cls(client, task_queue=task_queue, timeout=timeout)
 
-    @property
-    def namespace(self) -> str:
-        return self.client.namespace
-
     async def start(
         self,
         agent: str,
@@ -179,55 +93,21 @@ class AgentClient:
         `InvalidInput` here, and on the worker it fails the run at once, before any model
         request.
         """
-        if model is not None:
-            overrides = AgentOverrides.model_validate(input_fields.get("overrides") or {})
-            input_fields["overrides"] = overrides.model_copy(update={"model": model})
-        workflow_input = AgentWorkflowInput(
-            agent=agent, prompt=prompt, **_input_fields(input_fields)
+        handle, queue = await self.start_run(
+            agent,
+            prompt,
+            workflow_id=workflow_id,
+            task_queue=task_queue,
+            model=model,
+            **input_fields,
         )
-        if problem := workflow_input.problem():
-            raise InvalidInput(problem)
-        _check_overrides(self.client, workflow_input)
-        workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
-        try:
-            handle = await asyncio.wait_for(
-                self.client.start_workflow(
-                    AgentWorkflow.run,
-                    workflow_input,
-                    id=workflow_id,
-                    task_queue=task_queue or self.task_queue,
-                    static_summary=_summary(agent, prompt, workflow_input.resume_from),
-                    priority=Priority(priority_key=workflow_input.priority)
-                    if workflow_input.priority is not None
-                    else Priority.default,
-                ),
-                self.timeout,
-            )
-        except WorkflowAlreadyStartedError:
-            raise AlreadyStarted(
-                f"a workflow with id {workflow_id!r} is already running", workflow_id=workflow_id
-            ) from None
-        except TimeoutError:
-            raise CannotConnect(
-                f"the Temporal server did not accept the start of {workflow_id!r} within "
-                f"{self.timeout:g}s"
-            ) from None
-        except RPCError as error:
-            if error.status == RPCStatusCode.UNAVAILABLE:
-                raise CannotConnect(
-                    f"lost the connection to the Temporal server: {error}"
-                ) from None
-            raise AgentRunError(
-                f"cannot start the run: {error.message}", workflow_id=workflow_id
-            ) from None
-        return AgentRunHandle(self, handle, task_queue=task_queue or self.task_queue)
+        return AgentRunHandle(self, handle, task_queue=queue)
 
     def get(self, workflow_id: str, run_id: str | None = None) -> AgentRunHandle:
         """A handle on an existing run; nothing is sent until its first call, which checks
         that the workflow exists and is an agent run. Without `run_id` it follows the
         workflow id's latest run (across continue-as-new)."""
-        handle = self.client.get_workflow_handle_for(AgentWorkflow.run, workflow_id, run_id=run_id)
-        return AgentRunHandle(self, handle)
+        return AgentRunHandle(self, self.run_handle(workflow_id, run_id))
 
     async def list(
         self,
@@ -262,6 +142,3 @@ class AgentClient:
                 "`durable-agent worker` do)"
             )
         return AgentRunError(f"listing failed: {error.message}{hint}")
-
-
-# -- one run --------------------------------------------------------------------------------

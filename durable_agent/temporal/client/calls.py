@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from temporalio.client import (
     WorkflowFailureError,
@@ -23,12 +23,9 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from ..run_errors import AgentRunError, CannotConnect, NoWorker, Rejected, RunClosed, RunNotFound
 from ..storage import STORAGE_ENV
-from .errors import AgentRunError, CannotConnect, NoWorker, Rejected, RunClosed, RunNotFound
 from .listing import _execution_status
-
-if TYPE_CHECKING:
-    from .agent_client import AgentClient
 
 __all__ = ["BUSY_RETRY_DELAYS", "UPDATE_ACTIONS", "RunCalls", "failure_text"]
 
@@ -53,18 +50,21 @@ def failure_text(error: WorkflowFailureError) -> str:
 
 
 class RunCalls:
-    """One run's calls: made with the client's timeout, retried while the server is busy,
-    their failures told as `AgentRunError`s. `task_queue`, once known, is named when no
-    worker answers."""
+    """One run's calls: each given `timeout` seconds, retried while the server is busy,
+    their failures told as `AgentRunError`s. `namespace` is named when the run is not found,
+    `task_queue` (once known) when no worker answers."""
 
     def __init__(
         self,
-        agents: AgentClient,
         handle: WorkflowHandle[Any, Any],
+        *,
+        timeout: float,
+        namespace: str,
         task_queue: str | None = None,
     ) -> None:
-        self.agents = agents
         self.handle = handle
+        self.timeout = timeout
+        self.namespace = namespace
         self.task_queue = task_queue
 
     @property
@@ -75,7 +75,7 @@ class RunCalls:
         """Runs one call (made afresh for each attempt), mapping failures to AgentRunErrors."""
         for attempt, delay in enumerate((*BUSY_RETRY_DELAYS, None)):
             try:
-                return await asyncio.wait_for(operation(), self.agents.timeout)
+                return await asyncio.wait_for(operation(), self.timeout)
             except WorkflowUpdateFailedError as error:
                 cause = error.cause
                 if isinstance(cause, ApplicationError):
@@ -140,13 +140,13 @@ class RunCalls:
     async def _not_found(self, action: str) -> AgentRunError:
         """Updates and signals to a closed workflow fail with NOT_FOUND too: tell them apart."""
         missing = RunNotFound(
-            f"no workflow with id {self.id!r} in namespace {self.agents.namespace!r}",
+            f"no workflow with id {self.id!r} in namespace {self.namespace!r}",
             workflow_id=self.id,
         )
         if action == "describe":
             return missing
         try:
-            description = await asyncio.wait_for(self.handle.describe(), self.agents.timeout)
+            description = await asyncio.wait_for(self.handle.describe(), self.timeout)
         except (RPCError, TimeoutError):
             return missing
         return RunClosed(self.id, _execution_status(description.status), action)
@@ -159,7 +159,7 @@ class RunCalls:
                 "updates are still waiting for a worker"
             )
         else:
-            why = f"no worker answered the {action} for {self.id!r} within {self.agents.timeout:g}s"
+            why = f"no worker answered the {action} for {self.id!r} within {self.timeout:g}s"
             if action in UPDATE_ACTIONS:
                 why += " (the update may still be applied once a worker picks it up)"
         return NoWorker(

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
-    WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
@@ -28,9 +27,12 @@ from durable_agent import (
 )
 
 from ...contract.decisions import denial_problem
+from ..run_errors import NotAnAgentRun, Rejected, RunClosed, RunFailed
 from ..signing import sign_signal
+from ..streams import DEFAULT_POLL_INTERVAL, CheckpointChain, StreamReader
 from ..wire import (
     HELD_BY_SUBAGENT,
+    WORKFLOW_TYPE,
     AgentStatusView,
     AgentWorkflowResult,
     ApprovalSignal,
@@ -39,21 +41,16 @@ from ..wire import (
     HistoryPageQuery,
     PromptRequest,
     ResumeSignal,
+    RunLink,
     SteerSignal,
     SuspendSignal,
     UpdateAccepted,
 )
 from ..workflow import AgentWorkflow
 from .calls import RunCalls, failure_text
-from .errors import NotAnAgentRun, Rejected, RunClosed, RunFailed
-from .listing import WORKFLOW_TYPE
+from .connection import Connection, RunHandle
 from .time_travel import fork_run, retry_run
-
-if TYPE_CHECKING:
-    from ..streams import CheckpointChain, StreamReader
-    from ..wire import RunLink
-    from .agent_client import AgentClient
-
+from .tree_stream import follow_tree
 
 __all__ = ["AgentRunHandle"]
 
@@ -61,7 +58,6 @@ SESSION_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 """Waits before sending a prompt again to a session that was continuing as new."""
 
 T = TypeVar("T")
-Handle = WorkflowHandle[AgentWorkflow, AgentWorkflowResult]
 log = logging.getLogger("durable_agent.client")
 
 
@@ -79,14 +75,17 @@ class AgentRunHandle:
     """One agent run: its status, result and the decisions a person sends it."""
 
     def __init__(
-        self, agents: AgentClient, handle: Handle, *, task_queue: str | None = None
+        self, agents: Connection, handle: RunHandle, *, task_queue: str | None = None
     ) -> None:
-        """`task_queue` is known (and the workflow known to be an agent run) for a run this
-        client started; a handle from `get()` learns both from its first `describe()`."""
+        """`agents` is the `AgentClient` the handle came from. `task_queue` is known (and
+        the workflow known to be an agent run) for a run this client started; a handle from
+        `get()` learns both from its first `describe()`."""
         self.agents = agents
         self.handle = handle
         self._verified = task_queue is not None
-        self._calls = RunCalls(agents, handle, task_queue)
+        self._calls = RunCalls(
+            handle, timeout=agents.timeout, namespace=agents.namespace, task_queue=task_queue
+        )
 
     @property
     def id(self) -> str:
@@ -194,9 +193,6 @@ class AgentRunHandle:
         child's own), and the stream ends once every child has ended as well."""
         if after is not None and after < 0:
             raise ValueError(f"after must be a seq (0 or more) or None, got {after}")
-        from ..streams import DEFAULT_POLL_INTERVAL, StreamReader
-        from .tree_stream import follow_tree
-
         await self._ensure_agent()
         interval = DEFAULT_POLL_INTERVAL if poll_interval is None else poll_interval
         if not children:
@@ -217,8 +213,6 @@ class AgentRunHandle:
         return await self._reader().position()
 
     def _reader(self) -> StreamReader:
-        from ..streams import StreamReader
-
         return StreamReader(self.agents.client, self.id, self.agents.timeout)
 
     async def conversation(self, last: int = 50) -> list[ModelMessage]:
@@ -303,7 +297,7 @@ class AgentRunHandle:
         except Rejected as refused:
             if refused.type != HELD_BY_SUBAGENT or not refused.details:
                 raise
-            holder = self.agents.get(str(refused.details[0]))
+            holder = AgentRunHandle(self.agents, self.agents.run_handle(str(refused.details[0])))
         return await holder._decide(request)
 
     async def deferred(
@@ -401,8 +395,9 @@ class AgentRunHandle:
         `AgentWorkflowInput` fields (`suspend_at`, `approval_timeout_seconds`, ...). The
         fork's id defaults to `ID-fork-XXXXXX`; a bad `at` fails the fork at once (its
         `result()` raises `RunFailed`, e.g. `index_out_of_range: ...`)."""
-        return await fork_run(
+        started, queue = await fork_run(
             self,
+            self.agents,
             at,
             workflow_id,
             model=model,
@@ -410,6 +405,7 @@ class AgentRunHandle:
             instructions=instructions,
             **input_fields,
         )
+        return AgentRunHandle(self.agents, started, task_queue=queue)
 
     async def retry(self) -> AgentRunHandle:
         """Starts this failed run again from the last boundary before its failure, so
@@ -419,7 +415,8 @@ class AgentRunHandle:
         then follows it), else of `ID-retry-XXXXXX`: the returned handle's `id` says which.
         It keeps the failed run's settings (`suspend_at`, overrides, ...). Refused for a run
         that is still running or completed: fork those."""
-        return await retry_run(self)
+        started, queue = await retry_run(self, self.agents, self._calls)
+        return AgentRunHandle(self.agents, started, task_queue=queue)
 
     async def cancel(self) -> None:
         """Requests cancellation; `result()` then raises `RunFailed` ("cancelled")."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -16,15 +15,10 @@ from durable_agent import (
 )
 
 from ..search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
-from ..wire import AWAITING_PROMPT
-
-if TYPE_CHECKING:
-    pass
-
+from ..wire import AWAITING_PROMPT, WORKFLOW_TYPE
 
 __all__ = ["OPEN_STATUSES", "WORKFLOW_TYPE", "ListedRun", "list_query"]
 
-WORKFLOW_TYPE = "AgentWorkflow"
 OPEN_STATUSES = frozenset({"starting", "running", "waiting", AWAITING_PROMPT})
 
 

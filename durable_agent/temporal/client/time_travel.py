@@ -1,26 +1,43 @@
-"""Time travel from a handle: a fork from one of a run's boundaries, a retry of a failed run.
+"""Time travel from a run: a fork from one of its boundaries, a retry of it once it failed.
 
-Functions of an `AgentRunHandle` (its `fork` and `retry` call them): they read the run
-through the handle and start the new run through its client.
+Functions of the run they start from (`SourceRun`: an `AgentRunHandle` is one), starting
+the new run on a `Connection`; the handle's `fork` and `retry` call them and wrap the run
+they started in a handle of its own.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionDescription, WorkflowExecutionStatus
 
-from durable_agent import AgentExecutionNode, AgentOverrides, ModelSettings
+from durable_agent import AgentExecutionNode, AgentOverrides, AgentResumeEvidence, ModelSettings
 
+from ..run_errors import AgentRunError, AlreadyStarted
 from ..search_attributes import AGENT_NAME
-from ..wire import AgentWorkflowInput, ResumeFrom
-from .errors import AgentRunError, AlreadyStarted
+from ..wire import AgentStatusView, AgentWorkflowInput, ResumeFrom
+from .calls import RunCalls
+from .connection import Connection, RunHandle
 
-if TYPE_CHECKING:
-    from .handle import AgentRunHandle
+__all__ = ["RETRY_DROPPED_FIELDS", "SourceRun", "fork_run", "retry_run"]
 
-__all__ = ["RETRY_DROPPED_FIELDS", "fork_run", "retry_run"]
+
+class SourceRun(Protocol):
+    """What time travel reads of the run it starts from."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def run_id(self) -> str | None: ...
+
+    async def describe(self) -> WorkflowExecutionDescription: ...
+
+    async def status(self) -> AgentStatusView: ...
+
+    async def checkpoints(self) -> list[AgentResumeEvidence]: ...
+
 
 RETRY_DROPPED_FIELDS = frozenset(
     {"agent", "prompt", "message_history", "conversation_id", "continuation", "resume_from"}
@@ -29,7 +46,8 @@ RETRY_DROPPED_FIELDS = frozenset(
 
 
 async def fork_run(
-    handle: AgentRunHandle,
+    handle: SourceRun,
+    connection: Connection,
     at: int | str | None,
     workflow_id: str | None,
     *,
@@ -37,8 +55,8 @@ async def fork_run(
     model_settings: ModelSettings | None,
     instructions: str | None,
     **input_fields: Any,
-) -> AgentRunHandle:
-    """`AgentRunHandle.fork`."""
+) -> tuple[RunHandle, str]:
+    """`AgentRunHandle.fork`: the fork's run and task queue."""
     if isinstance(at, bool) or not isinstance(at, int | str | None):
         raise TypeError(f"at must be a checkpoint index or id, got {at!r}")
     description = await handle.describe()
@@ -54,7 +72,7 @@ async def fork_run(
     overrides = AgentOverrides(
         model=model, model_settings=model_settings, instructions=instructions
     )
-    return await handle.agents.start(
+    return await connection.start_run(
         agent,
         "",
         workflow_id=workflow_id or f"{handle.id}-fork-{uuid.uuid4().hex[:6]}",
@@ -65,8 +83,10 @@ async def fork_run(
     )
 
 
-async def retry_run(handle: AgentRunHandle) -> AgentRunHandle:
-    """`AgentRunHandle.retry`."""
+async def retry_run(
+    handle: SourceRun, connection: Connection, calls: RunCalls
+) -> tuple[RunHandle, str]:
+    """`AgentRunHandle.retry` (`calls`: the source run's): the new run and its task queue."""
     description = await handle.describe()
     status = description.status
     if status in (None, WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
@@ -78,10 +98,12 @@ async def retry_run(handle: AgentRunHandle) -> AgentRunHandle:
             workflow_id=handle.id,
         )
     await _refuse_retry_without_a_boundary(handle)
-    original = await handle._call("history", lambda: _start_input(handle, description.run_id))
+    original = await calls.call(
+        "history", lambda: _start_input(connection, handle.id, description.run_id)
+    )
     fields = original.model_dump(exclude=set(RETRY_DROPPED_FIELDS))
     fields["resume_from"] = ResumeFrom(workflow_id=handle.id, run_id=description.run_id)
-    start = handle.agents.start
+    start = connection.start_run
     queue = description.task_queue
     try:
         return await start(original.agent, "", workflow_id=handle.id, task_queue=queue, **fields)
@@ -90,7 +112,7 @@ async def retry_run(handle: AgentRunHandle) -> AgentRunHandle:
         return await start(original.agent, "", workflow_id=fresh, task_queue=queue, **fields)
 
 
-async def _refuse_retry_without_a_boundary(handle: AgentRunHandle) -> None:
+async def _refuse_retry_without_a_boundary(handle: SourceRun) -> None:
     """A run that failed before its first resumable boundary (an unknown agent, a bad
     input) has nothing to go on from: a retry would only fail again, hiding why."""
     failed = AgentExecutionNode.RUN_FAILED
@@ -106,13 +128,13 @@ async def _refuse_retry_without_a_boundary(handle: AgentRunHandle) -> None:
     )
 
 
-async def _start_input(handle: AgentRunHandle, run_id: str) -> AgentWorkflowInput:
+async def _start_input(connection: Connection, workflow_id: str, run_id: str) -> AgentWorkflowInput:
     """The input run `run_id` was started with (its first history event)."""
-    client = handle.agents.client
-    run = client.get_workflow_handle(handle.id, run_id=run_id)
+    client = connection.client
+    run = client.get_workflow_handle(workflow_id, run_id=run_id)
     async for event in run.fetch_history_events(page_size=1):
         payloads = event.workflow_execution_started_event_attributes.input.payloads
         decoded = await client.data_converter.decode(list(payloads), [AgentWorkflowInput])
         workflow_input: AgentWorkflowInput = decoded[0]
         return workflow_input
-    raise AgentRunError(f"run {run_id} of {handle.id!r} has no history", workflow_id=handle.id)
+    raise AgentRunError(f"run {run_id} of {workflow_id!r} has no history", workflow_id=workflow_id)

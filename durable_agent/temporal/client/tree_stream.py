@@ -14,7 +14,7 @@ from typing import Any
 
 from durable_agent.contract.records import AgentStreamRecord
 
-from .errors import RunNotFound
+from ..run_errors import RunNotFound
 
 __all__ = ["follow_tree"]
 

@@ -1,12 +1,16 @@
 """Every way a call to a run can fail, as one `AgentRunError` each: a script or the CLI
-tells them apart by type, and each message names the run and the way out."""
+tells them apart by type, and each message names the run and the way out.
+
+The client's errors (`durable_agent.temporal.client` exports them), kept outside the client
+package: the stream reader (`streams`) raises them too, and the client's handles use it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from .listing import WORKFLOW_TYPE
+from .wire import WORKFLOW_TYPE
 
 __all__ = [
     "AgentRunError",
