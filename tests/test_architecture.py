@@ -1,7 +1,8 @@
 """The one-way rules of docs/architecture.md, read off every module's imports (issue 25).
 
 cli, inbox → temporal → core: nothing in the core imports the Temporal integration, nothing
-in the integration imports a front end, and the workflow's components stay small.
+in the integration imports a front end, no module imports itself through others (issue 37),
+and the workflow's components stay small.
 """
 
 from __future__ import annotations
@@ -56,13 +57,117 @@ def test_the_temporal_integration_imports_no_front_end() -> None:
 def test_the_client_side_never_imports_workflow_components() -> None:
     """Clients (`client/`, `streams`) read the workflow's wire models and handler names,
     never its internals (the class itself, for typed handles, is the one exception)."""
-    client_side = [*modules("temporal/client"), PACKAGE / "temporal" / "streams.py"]
+    client_side = [
+        *modules("temporal/client"),
+        PACKAGE / "temporal" / "streams.py",
+        PACKAGE / "temporal" / "run_errors.py",
+    ]
     for path in client_side:
         for name in imported(path):
             internal = name.startswith("durable_agent.temporal.workflow.")
             if name == "durable_agent.temporal.workflow.AgentWorkflow":
                 continue
             assert not internal, f"{path.relative_to(PACKAGE)} imports {name}"
+
+
+MODULES = {
+    ".".join(p.parts[:-1] if p.name == "__init__.py" else p.with_suffix("").parts): path
+    for path in PACKAGE.rglob("*.py")
+    for p in [path.relative_to(PACKAGE.parent)]
+}
+"""Every module of the package by its dotted name (a package by its `__init__`'s)."""
+
+
+def runs(importer: str) -> set[str]:
+    """The `durable_agent` modules importing `importer` runs through its own imports, as
+    Python runs them: every import counts (under `if TYPE_CHECKING:` or in a function too: a
+    module that needs its importer to be imported first is in a circle whenever it runs),
+    each to the module it names and to every package around that module which `importer`
+    is not inside (importing `a.b.c` runs `a/__init__` and `a/b/__init__` first, while a
+    module's own packages are already running when it is imported). A name taken from a
+    package's `__init__` is an arrow to it, from inside the package as well; a package's
+    `__init__` importing its children is not, by itself, a circle with them."""
+    path = MODULES[importer]
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                named.add(submodule if submodule in MODULES else base)
+    arrows: set[str] = set()
+    for name in named:
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if not name:
+            continue  # not a module of durable_agent
+        arrows.add(name)
+        around = name.rpartition(".")[0]
+        while around:
+            if importer != around and not importer.startswith(around + "."):
+                arrows.add(around)
+            around = around.rpartition(".")[0]
+    arrows.discard(importer)
+    return arrows
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = [stack.pop()]
+            while component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circles() -> None:
+    """Arrows go one way everywhere in the package: no module needs, through the modules it
+    imports, its own import to have finished (issue 37)."""
+    graph = {module: runs(module) for module in MODULES}
+    found = [
+        ", ".join(f"{a} -> {b}" for a in circle for b in sorted(graph[a] & set(circle)))
+        for circle in circles(graph)
+    ]
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+def test_the_circle_finder_sees_what_python_runs() -> None:
+    """An import of a module in a package runs the package's `__init__` for an importer from
+    outside it; a package's `__init__` importing its children is no circle with them."""
+    temporal = runs("durable_agent.temporal.streams")
+    assert "durable_agent.temporal.run_errors" in temporal
+    client = runs("durable_agent.temporal.client.handle")
+    assert "durable_agent.temporal.client" not in client  # its own package
+    assert "durable_agent.temporal.workflow" in client  # `from ..workflow import AgentWorkflow`
+    graph = {"p": {"p.a", "p.b"}, "p.a": {"p.b"}, "p.b": set(), "q": {"p.a", "p"}}
+    assert circles(graph) == []
+    assert circles({**graph, "p.b": {"q"}}) == [["p", "p.a", "p.b", "q"]]
 
 
 def test_modules_stay_small() -> None:
