@@ -70,6 +70,7 @@ from durable_agent import UserError
 from durable_agent.engine.quotas import ModelQuota
 from durable_agent.engine.spec import AgentSpec
 
+from ._sdk import activity_name
 from .quota import QuotaKeeper, ensure_quota_keeper
 from .registry import AgentNameTaken, AgentRegistration
 from .runtime import RuntimeInterceptor, WorkerRuntime, find_runtime
@@ -347,8 +348,8 @@ class DurableAgentPlugin(SimplePlugin):
         if client is not None and client.data_converter.external_storage is not None:
             runtime.hosting.external_storage = True
         activities: list[Callable[..., Any]] = list(config.get("activities") or ())
-        names = {_activity_name(a) for a in activities}
-        activities.extend(a for a in runtime.activities.all() if _activity_name(a) not in names)
+        names = {activity_name(a) for a in activities}
+        activities.extend(a for a in runtime.activities.all() if activity_name(a) not in names)
         if self.quotas and ensure_quota_keeper not in activities:
             activities.append(ensure_quota_keeper)
         config["activities"] = activities
@@ -402,11 +403,6 @@ def _answering_contexts(runner: WorkflowRunner | None, converter: DataConverter)
     if runner.context_free is context_free:
         return runner
     return dataclasses.replace(runner, context_free=context_free)
-
-
-def _activity_name(activity: Callable[..., Any]) -> str | None:
-    defn = getattr(activity, "__temporal_activity_definition", None)
-    return getattr(defn, "name", None)
 
 
 def _checked_quotas(quotas: Mapping[str, ModelQuota]) -> dict[str, ModelQuota]:

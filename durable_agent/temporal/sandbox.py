@@ -50,6 +50,8 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.workflow import Info
 
+from ._sdk import workflow_object
+
 __all__ = [
     "EVICTED_HOOK",
     "ContextCachingInstance",
@@ -163,15 +165,11 @@ class ContextCachingInstance(WorkflowInstance):
 def call_evicted_hook(instance: WorkflowInstance) -> None:
     """After a sandboxed run's eviction succeeded: calls its workflow object's `EVICTED_HOOK`,
     if it has one. Nothing is called for a workflow without the hook, nor under an SDK whose
-    sandbox no longer keeps its instance where this looks (a test in `tests/test_plugin.py`
-    fails then). The SDK's own instance is left as it is: futures it owns may still report
-    to it (as their event loop) when they are freed."""
-    scope = getattr(instance, "globals_and_locals", None)
-    in_sandbox = scope.get("__temporal_in_sandbox") if isinstance(scope, dict) else None
-    fields = getattr(getattr(in_sandbox, "instance", None), "__dict__", None)
-    if not isinstance(fields, dict):
-        return
-    hook = getattr(fields.get("_object"), EVICTED_HOOK, None)
+    sandbox no longer keeps its object where `_sdk.workflow_object` looks (tests in
+    `tests/test_sdk_seam.py` and `tests/test_plugin.py` fail then). The SDK's own instance is
+    left as it is: futures it owns may still report to it (as their event loop) when they
+    are freed."""
+    hook = getattr(workflow_object(instance), EVICTED_HOOK, None)
     if callable(hook):
         hook()
 

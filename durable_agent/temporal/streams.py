@@ -36,21 +36,20 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent import AgentResumeEvidence
 from durable_agent.contract.records import TERMINAL_KINDS, AgentStreamRecord
 
+from ._sdk import STREAM_OFFSET_QUERY, STREAM_POLL
 from .executor import CONTINUE_AS_NEW
 from .run_errors import AgentRunError, CannotConnect, NoWorker, RunNotFound
-from .wire import EVENTS_TOPIC, STREAM_OFFSET_QUERY, STREAM_POLL, CheckpointsView, RunLink
+from .wire import EVENTS_TOPIC, CheckpointsView, RunLink
 from .workflow import AgentWorkflow
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL",
-    "POLL_QUERY",
     "CheckpointChain",
     "MissingCheckpoints",
     "StreamPastEnd",
     "StreamReader",
 ]
 
-POLL_QUERY = STREAM_POLL
 DEFAULT_POLL_INTERVAL = 0.1
 """Seconds between polls of a run that has nothing new: the most a record waits for a
 reader that is caught up (plus one round trip)."""
@@ -168,7 +167,7 @@ class StreamReader:
         result: PollResult = await self._ask(
             "stream query",
             lambda: self._run(run_id).query(
-                POLL_QUERY,
+                STREAM_POLL,
                 PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
                 result_type=PollResult,
             ),

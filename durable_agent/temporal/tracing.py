@@ -61,6 +61,7 @@ from ..contract.state import AgentRunState
 from ..contract.trace_context import TraceContext
 from ..engine import telemetry
 from . import run_metrics
+from ._sdk import propagating_interceptor_class, sdk_tracer_provider
 from .otlp import OTLP_ENDPOINT_ENVS, TracingConfigError, flush, provider_from_env
 
 __all__ = [
@@ -106,18 +107,17 @@ def context_propagation() -> Interceptor:
     and the spans this package emits there have fixed ids. (The contrib package needs the
     OpenTelemetry SDK: the `otel` extra.)"""
     from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor
-    from temporalio.contrib.opentelemetry._otel_interceptor import (
-        _TracingWorkflowInboundInterceptor,
-    )
+
+    propagating = propagating_interceptor_class()
 
     class ContextPropagation(OpenTelemetryInterceptor):
         def __init__(self) -> None:
             super().__init__(add_temporal_spans=False)
 
-        def workflow_interceptor_class(
+        def workflow_interceptor_class(  # type: ignore[override]  # the same class, unnamed
             self, input: WorkflowInterceptorClassInput
-        ) -> type[_TracingWorkflowInboundInterceptor]:
-            return _TracingWorkflowInboundInterceptor
+        ) -> type[WorkflowInboundInterceptor]:
+            return propagating
 
     return ContextPropagation()
 
@@ -397,7 +397,7 @@ def _export(
     except ImportError:  # no SDK: nothing would export it anyway
         return
     provider: Any = tracing.resolve()
-    sdk = getattr(provider, "_tracer_provider", provider)  # a ReplaySafeTracerProvider's own
+    sdk = sdk_tracer_provider(provider)  # a ReplaySafeTracerProvider's own
     if not isinstance(sdk, SdkTracerProvider):
         _unsupported(type(provider).__name__)
         return

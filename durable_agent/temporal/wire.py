@@ -51,8 +51,6 @@ __all__ = [
     "SubagentView",
     "EVENTS_TOPIC",
     "WORKFLOW_TYPE",
-    "STREAM_OFFSET_QUERY",
-    "STREAM_POLL",
     "AWAITING_PROMPT",
     "MAX_APPROVAL_TIMEOUT_SECONDS",
     "MAX_PROMPT_CHARS",
@@ -188,9 +186,6 @@ WORKFLOW_TYPE = "AgentWorkflow"
 EVENTS_TOPIC = "events"
 """The Workflow Stream topic every run publishes its `AgentStreamRecord`s on; an item's
 offset is its record's `seq`."""
-STREAM_POLL = "__temporal_workflow_stream_poll"
-"""Workflow Streams' poll: an update, and a query of the same name that does not wait."""
-STREAM_OFFSET_QUERY = "__temporal_workflow_stream_offset"
 AWAITING_PROMPT = "awaiting_prompt"
 """The `AgentStatus` (and `status`) of a session that waits for its next prompt: not a
 human's decision, so it is not listed among the runs `waiting` for one."""

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from ...engine.controller import RunController
     from ...engine.runner import Driver
     from ...engine.spec import AgentSpec
+    from .._sdk import STREAM_PUBLISH_SIGNAL
     from ..executor import CONTINUE_AS_NEW, TemporalExecutor
     from ..hosting import hosting
     from ..quota.gate import QuotaGate, quota_priority
@@ -61,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from .control import RunControl
     from .costs import CostMemo
     from .decisions import HumanDecisions
-    from .events import STREAM_PUBLISH_SIGNAL, EventStream
+    from .events import EventStream
     from .gates import Gate, parse_signal
     from .inputs import RawInput, read_input
     from .live import LiveRun, release_evicted

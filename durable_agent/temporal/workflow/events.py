@@ -40,7 +40,6 @@ __all__ = [
     "EVENTS_TOPIC",
     "HANDOFF_BYTES",
     "HANDOFF_RECORDS",
-    "STREAM_PUBLISH_SIGNAL",
     "EventStream",
     "merged_deltas",
 ]
@@ -52,9 +51,6 @@ stream: enough for a plain Workflow Streams subscriber that lags a little to cro
 boundary without a gap, bounded so history does not carry the transcript."""
 SUBSCRIBER_HANDOFF_PATCH = "durable-agent.subscriber-handoff"
 """Patch marker of a continuation that kept more records for a lagging subscriber."""
-STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
-"""The Workflow Streams signal through which outside clients publish: refused here, so the
-run's own records are all its stream holds and offsets stay equal to seqs."""
 _JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
 """An empty plain-JSON payload, copied for each stream record (`plain_payload`)."""
 _JSON_PLAIN_SIZE = _JSON_PLAIN.ByteSize()
@@ -171,7 +167,7 @@ class EventStream:
         `HANDOFF_RECORDS`, `HANDOFF_BYTES`), or, when a plain subscriber that polled lately
         is further behind, every record from where it is (at most
         `SUBSCRIBER_HANDOFF_BYTES`), so it goes on without a gap. The rest stay readable in
-        this run (the `__temporal_workflow_stream_poll` query) while it is retained."""
+        this run (the stream's poll query, `_sdk.STREAM_POLL`) while it is retained."""
         self.flush()
         seq = self._live.seq
         start = seq - self._fitting(HANDOFF_BYTES, HANDOFF_RECORDS)
@@ -194,6 +190,8 @@ class EventStream:
         return kept
 
     def refuse_publish(self, *inputs: Any) -> None:
+        """Workflow Streams' publish signal (`_sdk.STREAM_PUBLISH_SIGNAL`), refused: the run's
+        own records are all its stream holds, so offsets stay equal to seqs."""
         self._port.logger.warning(
             "Workflow Streams publish ignored: this run's stream holds only its own records "
             "(topic %r); subscribe to it instead",

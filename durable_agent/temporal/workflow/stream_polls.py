@@ -24,7 +24,7 @@ from temporalio.worker import (
 from .agent_workflow import AgentWorkflow
 
 with workflow.unsafe.imports_passed_through():
-    from ..wire import STREAM_OFFSET_QUERY, STREAM_POLL
+    from .._sdk import STREAM_OFFSET_QUERY, STREAM_POLL
 
 __all__ = ["StreamPollInterceptor"]
 

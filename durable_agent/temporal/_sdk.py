@@ -1,0 +1,87 @@
+"""Every reach into temporalio's private names, in one module.
+
+The SDK offers no public way to do a few things this package needs, so it reads them where
+the installed release keeps them: here, and nowhere else. `tests/test_sdk_seam.py` checks
+each against the installed temporalio and fails naming what moved; pyproject's `temporalio`
+bound admits only the minor releases that test has passed on (raise both together, after
+running it on the new release).
+
+- `STREAM_POLL`, `STREAM_OFFSET_QUERY`, `STREAM_PUBLISH_SIGNAL`: the names `WorkflowStream`
+  registers its handlers under (`temporalio.contrib.workflow_streams._stream`): the run's
+  stream poll interceptor, its refusal of outside publishers and `streams.StreamReader` call
+  those handlers by name.
+- `workflow_object`: the workflow object a sandboxed instance runs, whose eviction hook the
+  plugin's sandbox calls (`sandbox.call_evicted_hook`).
+- `activity_name`: the name `@activity.defn` gave a function, so the plugin adds no activity
+  twice (`plugin`).
+- `propagating_interceptor_class`: `temporalio.contrib.opentelemetry`'s workflow interceptor,
+  which propagates the trace context without requiring a replay-safe global provider
+  (`tracing.context_propagation`).
+- `sdk_tracer_provider`: the OpenTelemetry SDK provider a `ReplaySafeTracerProvider` wraps,
+  whose tracers emit a run's spans with the ids fixed in advance (`tracing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.worker import WorkflowInboundInterceptor, WorkflowInstance
+
+__all__ = [
+    "STREAM_OFFSET_QUERY",
+    "STREAM_POLL",
+    "STREAM_PUBLISH_SIGNAL",
+    "activity_name",
+    "propagating_interceptor_class",
+    "sdk_tracer_provider",
+    "workflow_object",
+]
+
+STREAM_POLL = "__temporal_workflow_stream_poll"
+"""Workflow Streams' poll: an update, and a query of the same name that does not wait."""
+STREAM_OFFSET_QUERY = "__temporal_workflow_stream_offset"
+"""Workflow Streams' query of the offset its next item will get."""
+STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
+"""The Workflow Streams signal through which outside clients publish."""
+
+_ACTIVITY_DEFINITION = "__temporal_activity_definition"
+"""Where `@activity.defn` keeps a function's definition (`temporalio.activity._Definition`)."""
+_IN_SANDBOX = "__temporal_in_sandbox"
+"""The sandboxed instance's `InSandbox`, in the globals its code runs in."""
+
+
+def workflow_object(instance: WorkflowInstance) -> object | None:
+    """The workflow object a `SandboxedWorkflowRunner` instance runs: the sandbox keeps its
+    `InSandbox` in the globals its code runs in, which holds the SDK's own instance, which
+    holds the object. None for another runner's instance, one that made no object yet, or
+    an SDK that keeps it elsewhere."""
+    scope = getattr(instance, "globals_and_locals", None)
+    in_sandbox = scope.get(_IN_SANDBOX) if isinstance(scope, dict) else None
+    fields = getattr(getattr(in_sandbox, "instance", None), "__dict__", None)
+    return fields.get("_object") if isinstance(fields, dict) else None
+
+
+def activity_name(function: Callable[..., Any]) -> str | None:
+    """The name `@activity.defn` registered `function` (or a method of it) under; None for
+    a callable it did not decorate."""
+    name = getattr(getattr(function, _ACTIVITY_DEFINITION, None), "name", None)
+    return name if isinstance(name, str) else None
+
+
+def propagating_interceptor_class() -> type[WorkflowInboundInterceptor]:
+    """`temporalio.contrib.opentelemetry`'s workflow interceptor class, as its
+    `OpenTelemetryInterceptor` would answer it without its check of the global provider.
+    Imported when asked for: the contrib package needs the OpenTelemetry SDK (the `otel`
+    extra), which this module must not require."""
+    from temporalio.contrib.opentelemetry._otel_interceptor import (
+        _TracingWorkflowInboundInterceptor,
+    )
+
+    return _TracingWorkflowInboundInterceptor
+
+
+def sdk_tracer_provider(provider: object) -> object:
+    """The provider a `ReplaySafeTracerProvider` (`create_tracer_provider`'s) wraps, the
+    OpenTelemetry SDK's; any other provider as it is."""
+    return getattr(provider, "_tracer_provider", provider)

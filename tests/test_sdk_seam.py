@@ -1,0 +1,175 @@
+"""What `durable_agent.temporal._sdk` reads of temporalio's private names, pinned (issue 37).
+
+`_sdk` is the one module that reaches into temporalio's internals (the Workflow Streams
+handler names, the sandboxed instance's workflow object, `@activity.defn`'s definition, the
+OpenTelemetry contrib package's workflow interceptor and the provider its replay-safe one
+wraps). Each test here fails naming what moved when a temporalio release moves it, and
+`pyproject.toml` allows only the minor releases this file has passed on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+import uuid
+from itertools import chain
+from pathlib import Path
+from typing import Any, ClassVar
+
+import temporalio
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import (
+    Worker,
+    WorkflowInboundInterceptor,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+)
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from durable_agent.temporal import _sdk
+from durable_agent.temporal.activities import NodeActivities
+from durable_agent.temporal.compaction.caches import PayloadCaches
+from durable_agent.temporal.hosting import Hosting
+from durable_agent.temporal.tool_threads import ToolThreads
+from durable_agent.temporal.toolsets import ToolsetPool
+
+ROOT = Path(__file__).resolve().parent.parent
+VERIFIED_MINORS = ("1.35",)
+"""The temporalio minor releases this file has passed on; raise pyproject's bound with it."""
+
+
+def _moved(what: str) -> str:
+    return (
+        f"temporalio {temporalio.__version__} moved {what}: durable_agent.temporal._sdk reads "
+        "it where releases up to "
+        f"{VERIFIED_MINORS[-1]} kept it; find where this release keeps it, change _sdk, and "
+        "add the release to VERIFIED_MINORS and pyproject's temporalio bound"
+    )
+
+
+def test_the_workflow_streams_handler_names_are_the_sdks() -> None:
+    try:
+        stream: Any = importlib.import_module("temporalio.contrib.workflow_streams._stream")
+        names = (stream._POLL, stream._OFFSET_QUERY, stream._PUBLISH_SIGNAL)
+    except (ImportError, AttributeError) as error:
+        raise AssertionError(_moved("Workflow Streams' handler names")) from error
+    ours = (_sdk.STREAM_POLL, _sdk.STREAM_OFFSET_QUERY, _sdk.STREAM_PUBLISH_SIGNAL)
+    assert names == ours, _moved(f"Workflow Streams' handler names (now {names})")
+
+
+@activity.defn(name="pinned_probe")
+async def _probe() -> None:
+    """An activity only for reading its name back."""
+
+
+def test_activity_names_are_read_where_activity_defn_keeps_them() -> None:
+    assert _sdk.activity_name(_probe) == "pinned_probe", _moved("@activity.defn's definition")
+    assert _sdk.activity_name(lambda: None) is None
+    node_activities = NodeActivities(Hosting(), PayloadCaches(), ToolThreads(), ToolsetPool())
+    names = [_sdk.activity_name(method) for method in node_activities.all()]
+    assert names == [
+        "prepare_model_request",
+        "model_request",
+        "list_tools",
+        "tool_call",
+        "validate_output",
+        "load_checkpoint",
+    ], _moved("@activity.defn's definition of methods")
+
+
+def test_the_propagating_interceptor_is_the_contrib_packages() -> None:
+    try:
+        propagating = _sdk.propagating_interceptor_class()
+    except ImportError as error:
+        raise AssertionError(_moved("the OpenTelemetry workflow interceptor")) from error
+    assert issubclass(propagating, WorkflowInboundInterceptor), _moved(
+        "the OpenTelemetry workflow interceptor"
+    )
+    contrib: Any = importlib.import_module("temporalio.contrib.opentelemetry._otel_interceptor")
+    declared = contrib.OpenTelemetryInterceptor.workflow_interceptor_class.__annotations__
+    assert "_TracingWorkflowInboundInterceptor" in str(declared.get("return")), _moved(
+        "what OpenTelemetryInterceptor.workflow_interceptor_class answers"
+    )
+
+
+def test_the_replay_safe_provider_wraps_the_sdks() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from temporalio.contrib.opentelemetry import create_tracer_provider
+
+    provider = create_tracer_provider()
+    assert isinstance(_sdk.sdk_tracer_provider(provider), TracerProvider), _moved(
+        "the provider ReplaySafeTracerProvider wraps"
+    )
+    plain = TracerProvider()
+    assert _sdk.sdk_tracer_provider(plain) is plain
+
+
+@workflow.defn(name="SdkSeamProbe")
+class SdkSeamProbe:
+    @workflow.run
+    async def run(self) -> str:
+        return "ran"
+
+
+class _Keeping(SandboxedWorkflowRunner):
+    """The SDK's sandbox, keeping each instance it makes."""
+
+    made: ClassVar[list[WorkflowInstance]] = []
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        instance = super().create_instance(det)
+        self.made.append(instance)
+        return instance
+
+
+async def test_the_sandboxed_workflow_object_is_found(client: Client) -> None:
+    """The object a sandboxed instance runs is where `_sdk.workflow_object` looks, before
+    and after its eviction (when the plugin's sandbox calls the workflow's eviction hook)."""
+    queue = f"sdk-seam-{uuid.uuid4()}"
+    _Keeping.made.clear()
+    # This module, passed through: the sandbox need not import its test machinery again.
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(__name__)
+    runner = _Keeping(restrictions=restrictions)
+    async with Worker(client, task_queue=queue, workflows=[SdkSeamProbe], workflow_runner=runner):
+        result = await client.execute_workflow(
+            SdkSeamProbe.run, id=f"sdk-seam-{uuid.uuid4()}", task_queue=queue
+        )
+    assert result == "ran"
+    # The first instance only validated the workflow at the worker's start; the last ran it.
+    validated, ran = _Keeping.made[0], _Keeping.made[-1]
+    assert _sdk.workflow_object(validated) is None
+    found = _sdk.workflow_object(ran)
+    assert type(found).__name__ == "SdkSeamProbe", _moved("the sandboxed instance's object")
+
+
+def test_pyproject_allows_only_verified_temporalio_releases() -> None:
+    installed = Version(temporalio.__version__)
+    assert f"{installed.major}.{installed.minor}" in VERIFIED_MINORS, (
+        f"temporalio {installed} is not among the releases _sdk was verified on; run this "
+        "file on it and add it to VERIFIED_MINORS"
+    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    every = [*project["dependencies"], *chain(*project["optional-dependencies"].values())]
+    specs = [d for d in every if re.match(r"temporalio\b(?!-)", d)]
+    assert specs, "pyproject names no temporalio dependency"
+    newest = Version(VERIFIED_MINORS[-1])
+    next_minor = Version(f"{newest.major}.{newest.minor + 1}")
+    for spec in specs:
+        allowed = SpecifierSet(re.sub(r"^temporalio(\[[^\]]*\])?", "", spec))
+        assert next_minor not in allowed, f"{spec} allows {next_minor}, which nothing verified"
+        for minor in VERIFIED_MINORS:
+            assert Version(minor) in allowed or Version(f"{minor}.1") in allowed, (spec, minor)
+
+
+def test_no_other_module_names_temporalios_private_names() -> None:
+    """Only `_sdk` reaches into temporalio's internals (its handler names and private
+    modules); every other module reads them through it."""
+    private = re.compile(r"__temporal|temporalio[\w.]*\._|from temporalio[\w.]* import \(?\s*_")
+    for path in sorted((ROOT / "durable_agent").rglob("*.py")):
+        if path.name != "_sdk.py":
+            found = private.search(path.read_text())
+            assert found is None, f"{path.relative_to(ROOT)} names {found.group()!r}"
