@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.api.common.v1 import Payload
@@ -71,6 +72,8 @@ from durable_agent.temporal.sandbox import (
     ignores_contexts,
 )
 from durable_agent.temporal.storage import FileStorageDriver
+from durable_agent.temporal.tracing import TelemetryInterceptor, Tracing
+from durable_agent.temporal.workflow.stream_polls import StreamPollInterceptor
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, unique
@@ -249,6 +252,7 @@ async def test_workflow_and_activities_added_once() -> None:
     assert list(config["workflows"]) == [AgentWorkflow]
     assert list(config["activities"]) == [shout, *runtime.activities.all()]
     assert sum(isinstance(i, RuntimeInterceptor) for i in config["interceptors"]) == 1
+    assert sum(isinstance(i, StreamPollInterceptor) for i in config["interceptors"]) == 1
 
 
 async def test_agents_register_with_a_worker_not_at_client_connect() -> None:
@@ -315,6 +319,37 @@ def test_same_agent_with_other_activity_options_refused() -> None:
         replayer_config(
             plugins=[DurableAgentPlugin(agents=[agent]), DurableAgentPlugin(agents=[other])]
         )
+
+
+def _telemetry(config: dict[str, Any]) -> list[Tracing | None]:
+    """The tracing of each telemetry interceptor the worker ended up with."""
+    return [i.tracing for i in config["interceptors"] if isinstance(i, TelemetryInterceptor)]
+
+
+def test_a_second_plugin_on_a_worker_adds_no_interceptors_again() -> None:
+    """Each run and activity is seen once, whichever plugin brings the tracing: a second
+    plugin's own telemetry would emit a run's span twice, or (without tracing) switch off
+    the first one's for activities."""
+    provider = SdkTracerProvider()
+    tracing = DurableAgentPlugin(tracing=provider)
+    for plugins in (
+        [tracing, DurableAgentPlugin(agents=[agent_named(unique("joins"))])],
+        [DurableAgentPlugin(agents=[agent_named(unique("first"))]), tracing],
+        [tracing, tracing],
+    ):
+        config = replayer_config(plugins=plugins)
+        interceptors = config["interceptors"]
+        assert sum(isinstance(i, StreamPollInterceptor) for i in interceptors) == 1
+        assert sum(isinstance(i, RuntimeInterceptor) for i in interceptors) == 1
+        assert _telemetry(config) == [Tracing(provider)]
+    config = replayer_config(plugins=[DurableAgentPlugin(), DurableAgentPlugin()])
+    assert _telemetry(config) == [None]
+
+
+def test_two_tracings_on_one_worker_refused() -> None:
+    one = DurableAgentPlugin(tracing=SdkTracerProvider())
+    with pytest.raises(PluginConfigurationError, match="tracer providers"):
+        replayer_config(plugins=[one, DurableAgentPlugin(tracing=SdkTracerProvider())])
 
 
 def test_not_an_agent_refused() -> None:

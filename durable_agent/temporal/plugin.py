@@ -344,7 +344,9 @@ class DurableAgentPlugin(SimplePlugin):
                     + "); pass the plugin to Client.connect(..., plugins=[...]) rather than "
                     "only to Worker(plugins=[...])"
                 )
+        joining = find_runtime(config) is not None
         runtime = self._hosted(config)
+        before = list(config.get("interceptors") or ())
         if client is not None and client.data_converter.external_storage is not None:
             runtime.hosting.external_storage = True
         activities: list[Callable[..., Any]] = list(config.get("activities") or ())
@@ -354,6 +356,8 @@ class DurableAgentPlugin(SimplePlugin):
             activities.append(ensure_quota_keeper)
         config["activities"] = activities
         config = super().configure_worker(config)
+        if joining:
+            config["interceptors"] = self._joined(before, config.get("interceptors") or ())
         if client is not None:
             config["workflow_runner"] = _answering_contexts(
                 config.get("workflow_runner"), client.data_converter
@@ -361,12 +365,39 @@ class DurableAgentPlugin(SimplePlugin):
         return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        joining = find_runtime(config) is not None
         self._hosted(config)
+        before = list(config.get("interceptors") or ())
         config = super().configure_replayer(config)
+        if joining:
+            config["interceptors"] = self._joined(before, config.get("interceptors") or ())
         config["workflow_runner"] = _answering_contexts(
             config.get("workflow_runner"), config.get("data_converter") or DataConverter.default
         )
         return config
+
+    def _joined(self, before: list[Any], now: Sequence[Any]) -> list[Any]:
+        """The interceptors of a worker (or replayer) another `DurableAgentPlugin` (or this
+        one, on both the client and the worker) configured first, once this one has joined
+        its runtime: `before`, and not again what this plugin appended. The first one's
+        interceptors already see every run and activity; this one's would see each twice (a
+        run's span emitted twice), and its telemetry without tracing would switch off the
+        tracing the first asked for. A plugin that traces where the first does not brings
+        its tracing in place of the first's telemetry; two tracings are refused."""
+        added = list(now[len(before) :])
+        first = next((i for i in before if isinstance(i, TelemetryInterceptor)), None)
+        if first is None:
+            return [*before, *added]
+        if self.tracing is None or first.tracing == self.tracing:
+            return before
+        if first.tracing is not None:
+            raise PluginConfigurationError(
+                "two DurableAgentPlugins on one worker trace to different tracer providers; "
+                "give tracing to one of them"
+            )
+        ours = [i for i in added if not isinstance(i, StreamPollInterceptor)]
+        at = before.index(first)
+        return [*before[:at], *ours, *before[at + 1 :]]
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Makes sure the search attributes `AgentWorkflow` upserts exist before it polls:
