@@ -21,7 +21,15 @@ from typing import Any
 
 import click
 
-from durable_agent.contract.records import AgentStreamRecord
+from durable_agent.contract.records import (
+    AgentStreamRecord,
+    ApprovalRequestedData,
+    ModelDeltaData,
+    ModelResponseData,
+    RunCompleteData,
+    RunFailedData,
+    ToolCallData,
+)
 from durable_agent.temporal.client import AgentRunError, AgentRunHandle, Rejected, RunFailed
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult
 
@@ -191,38 +199,32 @@ class Chat:
     async def _show(self, turn: Turn, record: AgentStreamRecord) -> bool:
         """Prints one record of the turn; True once the turn has ended."""
         data = record.data
-        kind = record.kind
-        if kind == "model_delta" and data.get("part") == "text":
-            step = int(data.get("run_step", 0))
-            attempt = int(data.get("attempt", 1))
+        if isinstance(data, ModelDeltaData) and data.part == "text":
+            step, attempt = data.run_step, data.attempt
             if turn.attempts.get(step, attempt) < attempt:
                 sys.stdout.write("\n[retrying] ")
             turn.attempts[step] = attempt
             if step not in turn.streamed:
                 sys.stdout.write("assistant> ")
                 turn.streamed.add(step)
-            sys.stdout.write(str(data.get("text", "")))
+            sys.stdout.write(data.text)
             sys.stdout.flush()
             turn.printed = turn.open_line = True
-        elif kind == "model_response":
-            step = int(data.get("run_step", 0))
-            text = str(data.get("text") or "")
-            if step in turn.streamed:
+        elif isinstance(data, ModelResponseData):
+            if data.run_step in turn.streamed:
                 out()
                 turn.open_line = False
-            elif text:
-                out(f"assistant> {text}")
+            elif data.text:
+                out(f"assistant> {data.text}")
                 turn.printed = True
-        elif kind == "tool_call":
-            err(f"  · tool {data.get('tool_name')} {compact(data.get('arguments'))}")
-        elif kind == "approval_requested":
-            await self._decide(
-                str(data.get("tool_call_id")), str(data.get("tool_name")), data.get("arguments")
-            )
-        elif kind == "run_failed":
-            err(f"  · the turn failed: {data.get('kind')}: {data.get('message')}")
+        elif isinstance(data, ToolCallData):
+            err(f"  · tool {data.tool_name} {compact(data.arguments)}")
+        elif isinstance(data, ApprovalRequestedData):
+            await self._decide(data.tool_call_id, data.tool_name, data.arguments)
+        elif isinstance(data, RunFailedData):
+            err(f"  · the turn failed: {data.kind}: {data.message}")
             return True
-        elif kind == "run_complete":
+        elif isinstance(data, RunCompleteData):
             return True
         return False
 

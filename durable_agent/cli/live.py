@@ -18,13 +18,39 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from durable_agent.contract.records import AgentStreamRecord
+from durable_agent.contract.records import (
+    AgentStreamRecord,
+    ApprovalDecidedData,
+    ApprovalRequestedData,
+    DeferredResultData,
+    ModelDeltaData,
+    ModelRequestData,
+    ModelResponseData,
+    ModelRetryData,
+    NodeStartData,
+    RecordData,
+    ResumedData,
+    RunCancelledData,
+    RunCompleteData,
+    RunFailedData,
+    RunStartData,
+    SteeredData,
+    SuspendedData,
+    ToolCallData,
+    ToolReturnData,
+    UsageData,
+    WaitingCallData,
+    WaitingData,
+)
 from durable_agent.temporal.executor import CONTINUE_AS_NEW
 from durable_agent.temporal.wire import AgentStatusView
 
 from .output import q
 
 __all__ = ["CallView", "RunView", "StepText"]
+
+ModelData = ModelRequestData | ModelDeltaData | ModelRetryData | ModelResponseData
+_MODEL = (ModelRequestData, ModelDeltaData, ModelRetryData, ModelResponseData)
 
 SHOWN_STEPS = 3
 """Model requests whose text the live view shows (the latest ones)."""
@@ -113,95 +139,97 @@ class RunView:
     def apply(self, record: AgentStreamRecord) -> None:
         self.last_seq = record.seq
         data = record.data
-        kind = record.kind
-        if kind == "run_start":
-            self.agent = data.get("agent", self.agent)
+        if isinstance(data, RunStartData):
+            self.agent = data.agent or self.agent
             self.status = "running"
-        elif kind == "node_start":
+        elif isinstance(data, NodeStartData):
             self.node = record.node
-        elif kind in ("model_request", "model_delta", "model_retry", "model_response"):
-            self._model(kind, data)
-        elif kind == "usage":
-            self.usage = dict(data.get("total") or {})
-        elif kind in ("tool_call", "tool_return", "approval_requested", "call_deferred"):
-            self._call(kind, data)
-        elif kind in ("approval_decided", "deferred_result"):
-            self._decided(kind, data)
+        elif isinstance(
+            data, ModelRequestData | ModelDeltaData | ModelRetryData | ModelResponseData
+        ):
+            self._model(data)
+        elif isinstance(data, UsageData):
+            self.usage = data.total.model_dump(mode="json")
+        elif isinstance(data, ToolCallData | ToolReturnData | WaitingCallData):
+            self._call(data)
+        elif isinstance(data, ApprovalDecidedData | DeferredResultData):
+            self._decided(data)
         else:
-            self._status(kind, data)
+            self._status(data)
 
-    def _model(self, kind: str, data: dict[str, Any]) -> None:
-        step = int(data.get("run_step", self.step))
+    def _model(self, data: ModelData) -> None:
+        step = data.run_step
         self.step = max(self.step, step)
         shown = self.steps.setdefault(step, StepText())
-        attempt = int(data.get("attempt", shown.attempt))
-        if kind == "model_request":
+        if isinstance(data, ModelRequestData):
             self.status = "running"
-        elif kind == "model_retry" or (kind == "model_delta" and attempt > shown.attempt):
-            self.steps[step] = shown = StepText(attempt=attempt)
-        if kind == "model_delta" and attempt == shown.attempt and not shown.done:
-            if data.get("part") == "thinking":
-                shown.thinking += str(data.get("text", ""))
-            else:
-                shown.text += str(data.get("text", ""))
-        elif kind == "model_response":
-            shown.text = str(data.get("text", shown.text))
-            shown.thinking = str(data.get("thinking", shown.thinking))
+            return
+        if isinstance(data, ModelResponseData):
+            shown.text = data.text
+            shown.thinking = data.thinking
             shown.done = True
+            return
+        if isinstance(data, ModelRetryData) or data.attempt > shown.attempt:
+            self.steps[step] = shown = StepText(attempt=data.attempt)
+        if isinstance(data, ModelDeltaData) and data.attempt == shown.attempt and not shown.done:
+            if data.part == "thinking":
+                shown.thinking += data.text
+            else:
+                shown.text += data.text
 
-    def _call(self, kind: str, data: dict[str, Any]) -> None:
-        call_id = str(data.get("tool_call_id"))
-        call = self.calls.get(call_id) or CallView(call_id, str(data.get("tool_name", "?")))
+    def _call(self, data: ToolCallData | ToolReturnData | WaitingCallData) -> None:
+        call_id = data.tool_call_id
+        call = self.calls.get(call_id) or CallView(call_id, data.tool_name or "?")
         self.calls[call_id] = call
-        if kind == "tool_call":
-            call.arguments = data.get("arguments", call.arguments)
+        if isinstance(data, ToolCallData):
+            call.arguments = data.arguments
             call.state = "running"
-        elif kind == "tool_return":
-            call.state = "failed" if data.get("is_error") else "returned"
-            call.result = str(data.get("content", ""))
+        elif isinstance(data, ToolReturnData):
+            call.state = "failed" if data.is_error else "returned"
+            call.result = data.content
         else:
-            call.arguments = data.get("arguments", call.arguments)
-            call.state = "waiting for approval" if kind == "approval_requested" else "deferred"
+            call.arguments = data.arguments
+            call.state = (
+                "waiting for approval" if isinstance(data, ApprovalRequestedData) else "deferred"
+            )
             self.waiting[call_id] = call
 
-    def _decided(self, kind: str, data: dict[str, Any]) -> None:
-        call_id = str(data.get("tool_call_id"))
+    def _decided(self, data: ApprovalDecidedData | DeferredResultData) -> None:
+        call_id = data.tool_call_id
         call = self.waiting.pop(call_id, None) or self.calls.get(call_id)
         if call is None:
             return
-        if kind == "deferred_result":
-            call.decision = f"result delivered ({data.get('status')})"
-        elif data.get("approved"):
-            call.decision = f"approved by {data.get('decided_by') or '?'}"
+        if isinstance(data, DeferredResultData):
+            call.decision = f"result delivered ({data.status})"
         else:
-            call.decision = f"denied by {data.get('decided_by') or '?'}: {data.get('reason')}"
+            call.decision = data.describe()
         call.state = call.decision
 
-    def _status(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "waiting":
+    def _status(self, data: RecordData) -> None:
+        if isinstance(data, WaitingData):
             self.status = "waiting"
-        elif kind == "suspended":
-            if data.get("reason") == CONTINUE_AS_NEW:
+        elif isinstance(data, SuspendedData):
+            if data.reason == CONTINUE_AS_NEW:
                 self.runs += 1
             else:
                 self.status = "suspended"
-                self.suspend_reason = data.get("reason")
-        elif kind == "resumed":
+                self.suspend_reason = data.reason
+        elif isinstance(data, ResumedData):
             self.status = "running"
             self.suspend_reason = None
-        elif kind == "run_complete":
+        elif isinstance(data, RunCompleteData):
             self.status = "completed"
-            self.output = data.get("output")
+            self.output = data.output
             self.waiting.clear()
-        elif kind == "run_failed":
+        elif isinstance(data, RunFailedData):
             self.status = "failed"
-            self.error = f"{data.get('kind')}: {data.get('message')}"
+            self.error = f"{data.kind}: {data.message}"
             self.waiting.clear()
-        elif kind == "run_cancelled":
+        elif isinstance(data, RunCancelledData):
             self.status = "cancelled"
             self.waiting.clear()
-        elif kind == "steered":
-            self.steering.append(str(data.get("message", "")))
+        elif isinstance(data, SteeredData):
+            self.steering.append(data.message)
 
     # -- showing it -----------------------------------------------------------------------
 

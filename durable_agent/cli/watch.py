@@ -20,7 +20,24 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from durable_agent.contract.records import AgentStreamRecord
+from durable_agent.contract.records import (
+    AgentStreamRecord,
+    ApprovalDecidedData,
+    ApprovalRequestedData,
+    DeferredResultData,
+    ModelResponseData,
+    ModelRetryData,
+    ResumedData,
+    RunCancelledData,
+    RunCompleteData,
+    RunFailedData,
+    SteeredData,
+    SubagentEndData,
+    SubagentStartData,
+    SuspendedData,
+    ToolCallData,
+    ToolReturnData,
+)
 from durable_agent.temporal.client import AgentRunError, AgentRunHandle
 
 from .context import EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options
@@ -125,47 +142,46 @@ async def _show(handle: AgentRunHandle, view: RunView, after: int | None, childr
 def _line(view: RunView, record: AgentStreamRecord) -> str | None:
     """One line per thing a log reader wants (deltas are shown whole, at the response)."""
     data = record.data
-    kind = record.kind
     prefix = f"[{record.seq}]"
-    if kind == "model_response":
-        text = view.text(int(data.get("run_step", 0)))
-        return f"{prefix} step {data.get('run_step')}: {text}" if text else None
-    if kind == "tool_call":
-        arguments = compact(data.get("arguments"))
-        return f"{prefix} tool {data.get('tool_name')} {data.get('tool_call_id')} {arguments}"
-    if kind == "tool_return":
-        return f"{prefix} -> {data.get('tool_call_id')}: {data.get('content')}"
-    if kind == "approval_requested":
-        call = data.get("tool_call_id")
+    if isinstance(data, ModelResponseData):
+        text = view.text(data.run_step)
+        return f"{prefix} step {data.run_step}: {text}" if text else None
+    if isinstance(data, ToolCallData):
+        return f"{prefix} tool {data.tool_name} {data.tool_call_id} {compact(data.arguments)}"
+    if isinstance(data, ToolReturnData):
+        return f"{prefix} -> {data.tool_call_id}: {data.content}"
+    if isinstance(data, ApprovalRequestedData):
+        call = data.tool_call_id
         return (
-            f"{prefix} waiting for approval of {data.get('tool_name')} {call} "
-            f"{compact(data.get('arguments'))}: durable-agent approve {q(view.workflow_id)} "
-            f"{q(str(call))}"
+            f"{prefix} waiting for approval of {data.tool_name} {call} "
+            f"{compact(data.arguments)}: durable-agent approve {q(view.workflow_id)} {q(call)}"
         )
-    if kind == "subagent_start":
+    if isinstance(data, SubagentStartData):
         return (
-            f"{prefix} sub-agent {data.get('agent')} started for {data.get('tool_call_id')} "
-            f"({data.get('workflow_id')})"
+            f"{prefix} sub-agent {data.agent} started for {data.tool_call_id} ({data.workflow_id})"
         )
-    if kind == "subagent_end":
-        outcome = "failed" if data.get("is_error") else "finished"
-        usage = data.get("usage") or {}
+    if isinstance(data, SubagentEndData):
+        outcome = "failed" if data.is_error else "finished"
         return (
-            f"{prefix} sub-agent {data.get('agent')} {outcome} for {data.get('tool_call_id')} "
-            f"({usage.get('requests', 0)} requests)"
+            f"{prefix} sub-agent {data.agent} {outcome} for {data.tool_call_id} "
+            f"({data.usage.requests} requests)"
         )
-    if kind == "steered":
-        return f"{prefix} steered: {data.get('message')}"
-    if kind == "approval_decided":
-        verdict = "approved" if data.get("approved") else "denied"
-        return f"{prefix} {data.get('tool_call_id')} {verdict} by {data.get('decided_by') or '?'}"
-    if kind in ("suspended", "resumed", "run_cancelled", "model_retry", "deferred_result"):
-        return f"{prefix} {kind} {compact(data) if data else ''}".rstrip()
-    if kind == "run_complete":
-        return f"{prefix} completed: {compact(data.get('output'))}"
-    if kind == "run_failed":
-        return f"{prefix} failed: {data.get('kind')}: {data.get('message')}"
+    if isinstance(data, SteeredData):
+        return f"{prefix} steered: {data.message}"
+    if isinstance(data, ApprovalDecidedData):
+        return f"{prefix} {data.tool_call_id} {data.describe()}"
+    if isinstance(data, _PLAIN):
+        shown = data.as_json()
+        return f"{prefix} {record.kind} {compact(shown) if shown else ''}".rstrip()
+    if isinstance(data, RunCompleteData):
+        return f"{prefix} completed: {compact(data.output)}"
+    if isinstance(data, RunFailedData):
+        return f"{prefix} failed: {data.kind}: {data.message}"
     return None
+
+
+_PLAIN = (SuspendedData, ResumedData, RunCancelledData, ModelRetryData, DeferredResultData)
+"""Records shown as their kind and payload."""
 
 
 async def _ended(handle: AgentRunHandle, view: RunView, from_seq: int | None) -> int:

@@ -45,7 +45,14 @@ def read_deferred_response(text: str) -> Any:
 
 
 class ToolApprovalDecision(BaseModel):
-    """A person's answer to a pending approval; build it with `approved()` or `denied()`."""
+    """A person's answer to a pending approval; build it with `approved()` or `denied()`.
+
+    The one shape of a decision, whichever way it travels: in-process to
+    `resume_after_hitl`, on Temporal inside the `approval` signal (`ApprovalSignal` is this
+    model plus routing and signature), in run state and in the `approval_decided` record.
+    A signature covers the decision's own JSON (`durable_agent.temporal.signing`), so a
+    field added here is signed without more code; such a field must be left out of the
+    JSON while unset (`omit_none`), so decisions that do not use it sign as they did."""
 
     approved: bool
     reason: str | None = None
@@ -61,6 +68,21 @@ class ToolApprovalDecision(BaseModel):
     @classmethod
     def deny(cls, reason: str, decided_by: str | None = None) -> ToolApprovalDecision:
         return cls(approved=False, reason=reason, decided_by=decided_by)
+
+    def annotate(self, result: Any) -> Any:
+        """What the model reads for the call after this decision: a denial's reason in
+        place of a result that never came, or the approved tool's `result` as it is."""
+        if not self.approved:
+            return f"The call was not approved: {self.reason or 'denied'}"
+        return result
+
+    def describe(self) -> str:
+        """The decision as people read it: `approved by alice`, `denied by bob: why`."""
+        who = self.decided_by or "?"
+        verdict = f"approved by {who}" if self.approved else f"denied by {who}: {self.reason}"
+        if self.override_arguments is not None:
+            verdict += " (with other arguments)"
+        return verdict
 
 
 # The contract spells the constructors `approved(...)` / `denied(...)`; `approved` is also

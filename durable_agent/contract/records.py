@@ -3,38 +3,81 @@
 Sequence numbers are contiguous from the start of a run; a checkpoint's
 `resume.cursor.stream_cursor` is the sequence number of its boundary's `node_start` record.
 
-Besides the loop's own progress (`node_start`, `checkpoint`, `model_request`, ...), a run
-reports what a UI needs to show it working: `model_delta` (text or thinking as a streaming
-model produces it, `{run_step, attempt, part, text}`), `model_retry` (attempt `attempt` of
-step `run_step` replaced an earlier one: drop the text the earlier attempts streamed),
-`usage` (after each model response), `approval_requested`, `call_deferred`,
-`approval_decided`, `deferred_result`, `suspended` / `resumed` and `run_cancelled`. The
-`model_response` record carries the whole response (`text`, `thinking`, `calls`), so a
-client that missed or dropped deltas still shows the right text. A fork's stream opens with
-`forked` (where it came from); `steered` is a user's steering message arriving; a session
-reports `awaiting_prompt` between turns (each turn then runs `run_start` to
-`run_complete`) and `session_ended` at its end.
+A record is `{seq, kind, run_id, node, data}`; `data` is a typed payload, one class per
+`kind` (`PAYLOADS`), serialized as the plain JSON object it always was. Besides the loop's own
+progress (`node_start`, `checkpoint`, `model_request`, ...), a run reports what a UI needs
+to show it working: `model_delta` (text or thinking as a streaming model produces it),
+`model_retry` (a newer attempt of a step's request replaced an earlier one: drop the text
+the earlier attempts streamed), `usage` (after each model response), `approval_requested`,
+`call_deferred`, `approval_decided`, `deferred_result`, `suspended` / `resumed` and
+`run_cancelled`. The `model_response` record carries the whole response (`text`,
+`thinking`, `calls`), so a client that missed or dropped deltas still shows the right text.
+A fork's stream opens with `forked` (where it came from); `steered` is a user's steering
+message arriving; a session reports `awaiting_prompt` between turns (each turn then runs
+`run_start` to `run_complete`) and `session_ended` at its end.
+
+Payload fields keep the order and the JSON the records had when `data` was a dict, so a
+reader of an older release (or of any JSON) sees the same records.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+)
 
-from ._fields import omit_empty, omit_none
-from .messages import ModelResponse, TextPart, ThinkingPart
+from ._fields import omit_empty, omit_none, trusted
+from .decisions import PendingCall, ToolApprovalDecision
+from .messages import ModelResponse, TextPart, ThinkingPart, ToolCall, ToolReturn
+from .usage import Usage
 
 __all__ = [
+    "PAYLOADS",
     "PREVIEW_CHARS",
     "TERMINAL_KINDS",
     "AgentStreamRecord",
+    "ApprovalDecidedData",
+    "ApprovalRequestedData",
+    "AwaitingPromptData",
+    "CallDeferredData",
+    "CheckpointData",
+    "DeferredResultData",
+    "ForkedData",
+    "ModelDeltaData",
+    "ModelRequestData",
+    "ModelResponseData",
+    "ModelRetryData",
+    "NodeCompleteData",
+    "NodeStartData",
+    "RecordData",
+    "ResponseCall",
+    "ResumedData",
+    "RunCancelledData",
+    "RunCompleteData",
+    "RunFailedData",
+    "RunStartData",
+    "SessionEndedData",
+    "SteeredData",
     "StreamKind",
     "StreamSink",
+    "SubagentEndData",
+    "SubagentStartData",
+    "SuspendedData",
+    "ToolCallData",
+    "ToolReturnData",
+    "UsageData",
+    "WaitingCallData",
+    "WaitingData",
     "preview",
-    "response_view",
 ]
 
 PREVIEW_CHARS = 2_000
@@ -76,33 +119,366 @@ TERMINAL_KINDS: frozenset[str] = frozenset(
 """Kinds after which a run emits nothing more (until a session's next turn)."""
 
 
+class RecordData(BaseModel):
+    """A record's payload. Each kind has its subclass (`PAYLOADS[kind]`); fields a newer
+    writer added are kept (`extra="allow"`), so a record survives a reader that does not
+    know them yet.
+
+    It also reads as the JSON object it is (`data["total"]["requests"]`, `data.get("text")`,
+    `data == {...}`), for code written when payloads were plain dicts; typed attributes
+    (`data.total.requests`) are what the library itself reads."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    KIND: ClassVar[str] = ""
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_json()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.as_json()
+
+    def keys(self) -> list[str]:
+        return list(self.as_json())
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self.as_json().items())
+
+    def values(self) -> list[Any]:
+        return list(self.as_json().values())
+
+    def __iter__(self) -> Iterator[str]:  # type: ignore[override]
+        return iter(self.keys())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self.as_json() == dict(other)
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def as_json(self) -> dict[str, Any]:
+        """The payload as the JSON object it is serialized as."""
+        return self.model_dump(mode="json")
+
+
+class _Empty(RecordData):
+    pass
+
+
+class NodeStartData(_Empty):
+    KIND = "node_start"
+
+
+class NodeCompleteData(_Empty):
+    KIND = "node_complete"
+
+
+class RunCancelledData(_Empty):
+    KIND = "run_cancelled"
+
+
+class RunStartData(RecordData):
+    KIND = "run_start"
+    conversation_id: str | None = None
+    agent: str | None = None
+
+
+class ForkedData(RecordData):
+    """Where a fork (or retry) came from: the source workflow, run and boundary."""
+
+    KIND = "forked"
+    workflow_id: str = ""
+    workflow_run_id: str | None = None
+    index: int | None = None
+    checkpoint_id: str | None = None
+    node: str | None = None
+    run_step: int = 0
+    source_run_id: str | None = None
+
+
+class SteeredData(RecordData):
+    KIND = "steered"
+    message: str = ""
+
+
+class AwaitingPromptData(RecordData):
+    KIND = "awaiting_prompt"
+    turns: int = 0
+
+
+class SessionEndedData(RecordData):
+    KIND = "session_ended"
+    reason: str | None = None
+    turns: int = 0
+
+
+class CheckpointData(RecordData):
+    KIND = "checkpoint"
+    checkpoint_id: str = ""
+
+
+class ModelRequestData(RecordData):
+    KIND = "model_request"
+    run_step: int = 0
+
+
+class ResponseCall(BaseModel):
+    """A call a model response makes, as the `model_response` record lists it."""
+
+    model_config = ConfigDict(extra="allow")
+    tool_call_id: str = ""
+    tool_name: str = ""
+    arguments: Any = None
+
+
+class ModelResponseData(RecordData):
+    """The whole response of step `run_step`: a client replaces whatever deltas it showed."""
+
+    KIND = "model_response"
+    run_step: int = 0
+    parts: int = 0
+    tool_calls: int = 0
+    text: str = ""
+    thinking: str = ""
+    calls: list[ResponseCall] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, step: int, response: ModelResponse) -> ModelResponseData:
+        calls = response.tool_calls
+        return trusted(
+            cls,
+            run_step=step,
+            parts=len(response.parts),
+            tool_calls=len(calls),
+            text="".join(p.text for p in response.parts if isinstance(p, TextPart)),
+            thinking="".join(p.text for p in response.parts if isinstance(p, ThinkingPart)),
+            calls=[
+                trusted(ResponseCall, tool_call_id=c.id, tool_name=c.name, arguments=c.arguments)
+                for c in calls
+            ],
+        )
+
+
+class ModelDeltaData(RecordData):
+    """Text (`part="text"`) or thinking that attempt `attempt` of step `run_step`'s model
+    request wrote."""
+
+    KIND = "model_delta"
+    run_step: int = 0
+    attempt: int = 1
+    part: str = "text"
+    text: str = ""
+
+
+class ModelRetryData(RecordData):
+    """Attempt `attempt` of step `run_step` replaced attempt `superseded`: drop its text."""
+
+    KIND = "model_retry"
+    run_step: int = 0
+    attempt: int = 1
+    superseded: int = 0
+
+
+class UsageData(RecordData):
+    """What step `run_step`'s request cost (`request`) and the run's total so far."""
+
+    KIND = "usage"
+    run_step: int = 0
+    request: Usage = Field(default_factory=Usage)
+    total: Usage = Field(default_factory=Usage)
+
+
+class ToolCallData(RecordData):
+    KIND = "tool_call"
+    tool_call_id: str = ""
+    tool_name: str = ""
+    arguments: Any = None
+
+
+class ToolReturnData(RecordData):
+    """A call's result, cut to `PREVIEW_CHARS` (`content_truncated` when it was)."""
+
+    KIND = "tool_return"
+    tool_call_id: str = ""
+    is_error: bool = False
+    tool_name: str = ""
+    content: str = ""
+    content_truncated: bool = omit_empty(False)
+
+    @classmethod
+    def of(cls, call: ToolCall, tool_return: ToolReturn) -> ToolReturnData:
+        content, cut = preview(tool_return.content)
+        return trusted(
+            cls,
+            tool_call_id=call.id,
+            is_error=tool_return.is_error,
+            tool_name=call.name,
+            content=content,
+            content_truncated=cut,
+        )
+
+
+class SuspendedData(RecordData):
+    KIND = "suspended"
+    reason: str | None = None
+
+
+class ResumedData(RecordData):
+    KIND = "resumed"
+    reason: str | None = None
+
+
+class WaitingData(RecordData):
+    """The run waits for people: the calls awaiting approval and the deferred calls."""
+
+    KIND = "waiting"
+    pending_approvals: list[str] = Field(default_factory=list)
+    deferred: list[str] = Field(default_factory=list)
+
+
+class RunCompleteData(RecordData):
+    KIND = "run_complete"
+    output: Any = None
+
+
+class RunFailedData(RecordData):
+    KIND = "run_failed"
+    kind: str = ""
+    message: str = ""
+
+
+class WaitingCallData(RecordData):
+    """A call that waits for people: an approval, or a deferred call's result."""
+
+    tool_call_id: str = ""
+    tool_name: str = ""
+    arguments: Any = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, call: PendingCall) -> Self:
+        return trusted(
+            cls,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            arguments=call.arguments,
+            reason=call.reason,
+        )
+
+
+class ApprovalRequestedData(WaitingCallData):
+    """A call now waits for a person's approval, with what a UI shows to get it decided."""
+
+    KIND = "approval_requested"
+
+
+class CallDeferredData(WaitingCallData):
+    """A call now waits for its result from outside the run."""
+
+    KIND = "call_deferred"
+
+
+class ApprovalDecidedData(RecordData):
+    """Who decided what for one call (`overridden`: the tool runs with their arguments)."""
+
+    KIND = "approval_decided"
+    tool_call_id: str = ""
+    tool_name: str = ""
+    approved: bool = False
+    decided_by: str | None = None
+    reason: str | None = None
+    overridden: bool = False
+
+    @classmethod
+    def of(
+        cls, tool_call_id: str, tool_name: str, decision: ToolApprovalDecision
+    ) -> ApprovalDecidedData:
+        return trusted(
+            cls,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            approved=decision.approved,
+            decided_by=decision.decided_by,
+            reason=None if decision.approved else decision.reason,
+            overridden=decision.override_arguments is not None,
+        )
+
+    def describe(self) -> str:
+        """`approved by alice` / `denied by bob: too risky`, as people read it."""
+        who = self.decided_by or "?"
+        if self.approved:
+            return f"approved by {who}"
+        return f"denied by {who}: {self.reason}"
+
+
+class DeferredResultData(RecordData):
+    KIND = "deferred_result"
+    tool_call_id: str = ""
+    tool_name: str = ""
+    status: str = "success"
+
+
+class SubagentStartData(RecordData):
+    """A sub-agent's run began for the parent's call `tool_call_id` (on Temporal, as child
+    workflow `workflow_id`)."""
+
+    KIND = "subagent_start"
+    tool_call_id: str = ""
+    agent: str = ""
+    workflow_id: str | None = None
+
+
+class SubagentEndData(RecordData):
+    KIND = "subagent_end"
+    tool_call_id: str = ""
+    agent: str = ""
+    is_error: bool = False
+    usage: Usage = Field(default_factory=Usage)
+
+
+def _kinds(base: type[RecordData]) -> Iterator[type[RecordData]]:
+    for cls in base.__subclasses__():
+        if cls.KIND:
+            yield cls
+        yield from _kinds(cls)
+
+
+PAYLOADS: dict[str, type[RecordData]] = {cls.KIND: cls for cls in _kinds(RecordData)}
+"""The payload class of each record kind: a discriminated union by the record's `kind`."""
+
+
 class AgentStreamRecord(BaseModel):
+    """One record of a run's stream. `data` is the payload class of its `kind`."""
+
     seq: int
     kind: StreamKind
     run_id: str
     node: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: SerializeAsAny[RecordData] = Field(default_factory=dict, validate_default=True)
     workflow_id: str | None = omit_none()
     """Set on a sub-agent's record read through its parent (`stream(children=True)`): the
     child workflow it comes from; `seq` is then that run's own."""
     depth: int = omit_empty(0)
     """How far below the run being read the record's run is (1: a child)."""
 
+    @field_validator("data", mode="before")
+    @classmethod
+    def _payload(cls, value: Any, info: ValidationInfo) -> Any:
+        payload = PAYLOADS.get(info.data.get("kind", ""), RecordData)
+        if isinstance(value, payload):
+            return value
+        if isinstance(value, RecordData):
+            value = value.as_json()
+        return payload.model_validate(value if value is not None else {})
+
 
 StreamSink = Callable[[AgentStreamRecord], None]
-
-
-def response_view(response: ModelResponse) -> dict[str, Any]:
-    """What a `model_response` record says of the response: its whole text and thinking,
-    and the calls it makes, so a client can replace whatever deltas it showed."""
-    return {
-        "text": "".join(p.text for p in response.parts if isinstance(p, TextPart)),
-        "thinking": "".join(p.text for p in response.parts if isinstance(p, ThinkingPart)),
-        "calls": [
-            {"tool_call_id": c.id, "tool_name": c.name, "arguments": c.arguments}
-            for c in response.tool_calls
-        ],
-    }
 
 
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> tuple[str, bool]:

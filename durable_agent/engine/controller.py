@@ -17,6 +17,7 @@ from ..contract.checkpoint import AgentCheckpoint, AgentExecutionNode
 from ..contract.decisions import DeferredToolResult, ToolApprovalDecision
 from ..contract.errors import HitlDecisionError, InvalidInput, UserError
 from ..contract.messages import ModelMessage
+from ..contract.records import RunStartData
 from ..contract.state import AgentRunState, RunStatus
 from .ids import new_id
 from .loop import AgentLoop, apply_hitl_decisions
@@ -108,7 +109,7 @@ class RunController:
         `stream_start` numbers the records on from an earlier turn's (a session's next
         turn is a new run in the same stream)."""
         loop = self._loop(state, stream_start=stream_start)
-        loop.emit("run_start", None, conversation_id=state.conversation_id, agent=self.agent.name)
+        loop.emit(None, RunStartData(conversation_id=state.conversation_id, agent=self.agent.name))
         return loop.drive(AgentExecutionNode.RUN_START)
 
     def resume(

@@ -21,11 +21,11 @@ from durable_agent import (
     Continue,
     Suspend,
 )
-from durable_agent.contract.records import StreamKind
+from durable_agent.contract.records import RecordData, ResumedData, SuspendedData
 
 __all__ = ["CONTINUE_AS_NEW", "Announce", "TemporalExecutor"]
 
-Announce = Callable[[StreamKind, AgentExecutionNode | None, dict[str, Any]], None]
+Announce = Callable[[AgentExecutionNode | None, RecordData], None]
 """How the executor adds a record to the run's stream (`suspended`, `resumed`)."""
 
 _CONTINUE = Continue()
@@ -59,7 +59,7 @@ class TemporalExecutor:
         self.continue_as_new = continue_as_new or (lambda _: False)
         self.earlier_checkpoints = 0
         self.on_change = on_change or (lambda: None)
-        self.announce: Announce = announce or (lambda kind, node, data: None)
+        self.announce: Announce = announce or (lambda node, data: None)
         self.latest: AgentCheckpoint | None = None
         # Every boundary's checkpoint id, its node, the checkpoint as JSON without its
         # conversation, how many messages the conversation had then, and the state values
@@ -126,7 +126,7 @@ class TemporalExecutor:
         if isinstance(decision, Suspend):
             self.suspended_reason = decision.reason
             self._resume_requested = False
-            self.announce("suspended", checkpoint.node, {"reason": decision.reason})
+            self.announce(checkpoint.node, SuspendedData(reason=decision.reason))
             self.on_change()
             workflow.logger.info(
                 "run suspended", extra={"node": checkpoint.node.value, "reason": decision.reason}
@@ -134,7 +134,7 @@ class TemporalExecutor:
             await workflow.wait_condition(lambda: self._resume_requested)
             self.suspended_reason = None
             self._resume_requested = False
-            self.announce("resumed", checkpoint.node, {"reason": self._resume_reason})
+            self.announce(checkpoint.node, ResumedData(reason=self._resume_reason))
         self.on_change()
         if self.continue_as_new(checkpoint):
             return Suspend(reason=CONTINUE_AS_NEW)

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 from temporalio import workflow
 
-from durable_agent.contract.records import AgentStreamRecord
+from durable_agent.contract.records import ApprovalDecidedData, ApprovalRequestedData
 from durable_agent.engine import telemetry
 
 __all__ = ["approvals_waiting", "decision_duration", "run_ended"]
@@ -38,14 +38,14 @@ def run_ended(agent: str, failure: Any, error: BaseException | None) -> None:
     )
 
 
-def approvals_waiting(record: AgentStreamRecord) -> None:
+def approvals_waiting(data: ApprovalRequestedData | ApprovalDecidedData) -> None:
     """`durable_agent.approvals.waiting`: calls waiting for a human's approval, by tool (an
     up-down counter: +1 when a call starts waiting, -1 when it is decided). Live only, so
     the sum over every worker that ever ran the run is what waits now."""
     if workflow.unsafe.is_replaying_history_events():
         return
-    tool = str(record.data.get("tool_name") or "tool")
-    change = 1 if record.kind == "approval_requested" else -1
+    tool = data.tool_name or "tool"
+    change = 1 if isinstance(data, ApprovalRequestedData) else -1
     _record(
         "durable_agent.approvals.waiting",
         lambda meter: meter.create_up_down_counter(

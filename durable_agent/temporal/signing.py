@@ -5,8 +5,9 @@ Without this, anyone who can reach Temporal (its Web UI, its CLI, a script) can 
 risky tool run. With `DURABLE_AGENT_APPROVAL_KEYS` set on the worker, a decision counts only
 if it carries an HMAC-SHA256 signature, made with one of those keys, over
 
-    workflow id, tool call id, approved or denied, reason, override arguments,
-    approver (decided_by), the approver's groups, and when it was signed.
+    workflow id, tool call id, the decision's own fields (approved or denied, reason,
+    override arguments, approver `decided_by`, and any field a decision gains later),
+    the approver's groups, and when it was signed.
 
 The inbox and `durable-agent approve` / `deny` (given the same variable) sign; the workflow
 checks the signature, that it is fresh, and that the signed approver is one the agent
@@ -38,7 +39,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from .encryption import EncryptionError, parse_keys
 from .wire import ApprovalSignal
@@ -47,12 +47,11 @@ __all__ = [
     "ENV_VAR",
     "MAX_FUTURE_SKEW",
     "MAX_SIGNATURE_AGE",
-    "ApprovalClaim",
     "ApprovalKeyError",
     "ApprovalKeys",
     "canonical_time",
-    "claim_for",
     "sign_signal",
+    "signed_message",
     "signed_problem",
 ]
 
@@ -78,38 +77,34 @@ def canonical_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-@dataclass(frozen=True)
-class ApprovalClaim:
-    """What a signature covers: one decision, by one approver, for one call of one run."""
-
-    workflow_id: str
-    tool_call_id: str
-    approved: bool
-    reason: str | None
-    arguments: dict[str, Any] | None
-    """The override arguments (None: the model's own arguments, fixed by the call id)."""
-    decided_by: str | None
-    groups: tuple[str, ...]
-    signed_at: datetime
-
-    def message(self) -> bytes:
-        """The canonical bytes: sorted-key compact JSON, groups sorted and deduplicated."""
-        body = {
-            "approved": self.approved,
-            "arguments": self.arguments,
-            "decided_by": self.decided_by,
-            "groups": sorted(set(self.groups)),
-            "reason": self.reason,
-            "signed_at": canonical_time(self.signed_at),
-            "tool_call_id": self.tool_call_id,
-            "workflow_id": self.workflow_id,
-        }
-        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        return DOMAIN + text.encode()
+LEGACY_NAMES = {"override_arguments": "arguments"}
+"""Decision fields v1 signs under another name: kept, so signatures made by earlier
+releases (an update in flight across an upgrade) still verify."""
 
 
-def _mac(key: bytes, claim: ApprovalClaim) -> str:
-    digest = hmac.new(key, claim.message(), hashlib.sha256).digest()
+def signed_message(workflow_id: str, signal: ApprovalSignal) -> bytes:
+    """What a signature covers: the decision's own JSON (every field it has, so a field
+    added to `ToolApprovalDecision` is covered without code here), for one call
+    (`tool_call_id`) of one run (`workflow_id`), by one approver (`decided_by`, `groups`),
+    at one time (`signed_at`). Canonical: sorted-key compact JSON, groups sorted and
+    deduplicated; an unsigned decision claims the epoch (and fails)."""
+    body = {
+        LEGACY_NAMES.get(name, name): value
+        for name, value in signal.decision().model_dump(mode="json").items()
+    }
+    signed_at = signal.signed_at or datetime.fromtimestamp(0, UTC)
+    body.update(
+        groups=sorted(set(signal.groups or ())),
+        signed_at=canonical_time(signed_at),
+        tool_call_id=signal.tool_call_id,
+        workflow_id=workflow_id,
+    )
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return DOMAIN + text.encode()
+
+
+def _mac(key: bytes, message: bytes) -> str:
+    digest = hmac.new(key, message, hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
@@ -145,15 +140,17 @@ class ApprovalKeys:
     def __repr__(self) -> str:  # never the keys themselves
         return f"ApprovalKeys(active={self.active!r}, key_ids={self.key_ids!r})"
 
-    def sign(self, claim: ApprovalClaim) -> str:
-        return f"{VERSION}:{self.active}:{_mac(self.keys[self.active], claim)}"
+    def sign(self, message: bytes) -> str:
+        return f"{VERSION}:{self.active}:{_mac(self.keys[self.active], message)}"
 
-    def problem(self, claim: ApprovalClaim, signature: str | None, now: datetime) -> str | None:
-        """Why `signature` does not make `claim` a decision this worker accepts, or None.
+    def problem(self, workflow_id: str, signal: ApprovalSignal, now: datetime) -> str | None:
+        """Why `signal`'s signature does not make it a decision this worker accepts for run
+        `workflow_id`, or None.
 
         `now` is the workflow's clock (`workflow.now()`), so the answer is deterministic.
         """
-        call = claim.tool_call_id
+        call = signal.tool_call_id
+        signature = signal.signature
         if not signature:
             return (
                 f"the decision for tool call {call!r} is not signed, and this worker accepts "
@@ -176,7 +173,7 @@ class ApprovalKeys:
                 "after the active one, or sign with a current key"
             )
         try:
-            expected = _mac(key, claim)
+            expected = _mac(key, signed_message(workflow_id, signal))
         except (TypeError, ValueError) as error:
             return f"the decision for tool call {call!r} cannot be signed: {error}"
         try:
@@ -189,7 +186,7 @@ class ApprovalKeys:
                 "made for another run, call, verdict, reason, arguments, approver, groups or "
                 "time"
             )
-        signed_at = claim.signed_at.astimezone(UTC)
+        signed_at = (signal.signed_at or datetime.fromtimestamp(0, UTC)).astimezone(UTC)
         if signed_at > now + MAX_FUTURE_SKEW:
             return (
                 f"the decision for tool call {call!r} is signed at {canonical_time(signed_at)}, "
@@ -205,26 +202,12 @@ class ApprovalKeys:
         return None
 
 
-def claim_for(workflow_id: str, signal: ApprovalSignal) -> ApprovalClaim:
-    """The claim a decision makes; an unsigned decision claims the epoch (and fails)."""
-    return ApprovalClaim(
-        workflow_id=workflow_id,
-        tool_call_id=signal.tool_call_id,
-        approved=signal.approved,
-        reason=signal.reason,
-        arguments=signal.override_arguments,
-        decided_by=signal.decided_by,
-        groups=tuple(signal.groups or ()),
-        signed_at=signal.signed_at or datetime.fromtimestamp(0, UTC),
-    )
-
-
 def sign_signal(
     keys: ApprovalKeys, workflow_id: str, signal: ApprovalSignal, now: datetime | None = None
 ) -> ApprovalSignal:
     """`signal` signed for run `workflow_id` at `now` (the signer's clock by default)."""
     signed = signal.model_copy(update={"signed_at": now or datetime.now(UTC), "signature": None})
-    return signed.model_copy(update={"signature": keys.sign(claim_for(workflow_id, signed))})
+    return signed.model_copy(update={"signature": keys.sign(signed_message(workflow_id, signed))})
 
 
 def signed_problem(
@@ -235,4 +218,4 @@ def signed_problem(
         return f"the decision for tool call {signal.tool_call_id!r} is signed but has no signed_at"
     if signal.signed_at is not None and signal.signed_at.tzinfo is None:
         return f"signed_at of the decision for tool call {signal.tool_call_id!r} has no time zone"
-    return keys.problem(claim_for(workflow_id, signal), signal.signature, now)
+    return keys.problem(workflow_id, signal, now)

@@ -34,7 +34,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentResumeEvidence
-from durable_agent.contract.records import TERMINAL_KINDS, AgentStreamRecord
+from durable_agent.contract.records import TERMINAL_KINDS, AgentStreamRecord, SuspendedData
 
 from ._sdk import STREAM_OFFSET_QUERY, STREAM_POLL
 from .executor import CONTINUE_AS_NEW
@@ -392,4 +392,5 @@ def _ends(record: AgentStreamRecord) -> bool:
     """A record after which the run has (probably) closed: worth asking the server."""
     if record.kind in TERMINAL_KINDS:
         return True
-    return record.kind == "suspended" and record.data.get("reason") == CONTINUE_AS_NEW
+    data = record.data
+    return isinstance(data, SuspendedData) and data.reason == CONTINUE_AS_NEW

@@ -56,7 +56,13 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from ..contract.records import AgentStreamRecord, StreamSink
+from ..contract.records import (
+    AgentStreamRecord,
+    ApprovalDecidedData,
+    ApprovalRequestedData,
+    DeferredResultData,
+    StreamSink,
+)
 from ..contract.state import AgentRunState
 from ..contract.trace_context import TraceContext
 from ..engine import telemetry
@@ -290,48 +296,50 @@ def traced_sink(sink: StreamSink) -> StreamSink:
 
     def traced(record: AgentStreamRecord) -> None:
         sink(record)
-        if record.kind in ("approval_decided", "deferred_result"):
-            _decision_span(tracing, record)
-        if record.kind in ("approval_requested", "approval_decided"):
-            run_metrics.approvals_waiting(record)
+        data = record.data
+        if isinstance(data, ApprovalDecidedData | DeferredResultData):
+            _decision_span(tracing, record.seq, data)
+        if isinstance(data, ApprovalRequestedData | ApprovalDecidedData):
+            run_metrics.approvals_waiting(data)
 
     return traced
 
 
-def _decision_span(tracing: Tracing, record: AgentStreamRecord) -> None:
+def _decision_span(
+    tracing: Tracing, seq: int, data: ApprovalDecidedData | DeferredResultData
+) -> None:
     run = _traced_run()
     if run is None:
         return
     instance, _, _, parent = run
-    data = record.data
-    tool = str(data.get("tool_name") or "tool")
-    call_id = str(data.get("tool_call_id") or "")
+    tool = data.tool_name or "tool"
+    call_id = data.tool_call_id
     now = workflow.time_ns()
     since = getattr(getattr(instance, "decisions", None), "waiting_since", None)
     start = int(since.timestamp() * 1e9) if since is not None else now
     attributes: dict[str, Any] = {
         "gen_ai.tool.name": tool,
         "gen_ai.tool.call.id": call_id,
-        "durable_agent.human.decision": record.kind,
+        "durable_agent.human.decision": data.KIND,
     }
-    if record.kind == "approval_decided":
-        attributes["durable_agent.approval.approved"] = bool(data.get("approved"))
-        if data.get("decided_by"):
-            attributes["durable_agent.approval.decided_by"] = str(data["decided_by"])
-        if data.get("reason"):
-            attributes["durable_agent.approval.reason"] = str(data["reason"])
+    if isinstance(data, ApprovalDecidedData):
+        attributes["durable_agent.approval.approved"] = data.approved
+        if data.decided_by:
+            attributes["durable_agent.approval.decided_by"] = data.decided_by
+        if data.reason:
+            attributes["durable_agent.approval.reason"] = data.reason
         name = f"approval {tool}"
     else:
-        attributes["durable_agent.deferred.status"] = str(data.get("status"))
+        attributes["durable_agent.deferred.status"] = data.status
         name = f"deferred_result {tool}"
     child = TraceContext(
         trace_id=parent.trace_id,
-        span_id=_hex(f"{parent.span_id}/{record.seq}/{call_id}", "decision", 16),
+        span_id=_hex(f"{parent.span_id}/{seq}/{call_id}", "decision", 16),
         parent_span_id=parent.span_id,
         metadata=parent.metadata,
     )
     _emit(tracing, name, child, start=min(start, now), attributes=attributes)
-    run_metrics.decision_duration(record.kind, tool, (now - min(start, now)) / 1e9)
+    run_metrics.decision_duration(data.KIND, tool, (now - min(start, now)) / 1e9)
 
 
 def subagent_tool_span(

@@ -6,6 +6,7 @@ every wire model imports from this one module."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -300,12 +301,12 @@ class EndSessionSignal(BaseModel):
     """The `end_session` signal: the session ends once its current turn has answered."""
 
 
-class ApprovalSignal(BaseModel):
+class ApprovalSignal(ToolApprovalDecision):
+    """The `approval` signal and `submit_approval` update: a decision (the fields of
+    `ToolApprovalDecision`, flat, as they always were on the wire) with where it goes
+    (`tool_call_id`) and who vouches for it (`groups`, `signed_at`, `signature`)."""
+
     tool_call_id: str
-    approved: bool
-    reason: str | None = None
-    decided_by: str | None = None
-    override_arguments: dict[str, Any] | None = None
     groups: list[str] | None = None
     """The approver's groups, checked against `AgentBuilder.approvers` with `decided_by`."""
     signed_at: datetime | None = None
@@ -313,6 +314,26 @@ class ApprovalSignal(BaseModel):
     """`v1:<key id>:<mac>` over this decision (see `durable_agent.temporal.signing`);
     required when the worker has DURABLE_AGENT_APPROVAL_KEYS. All three fields are optional,
     so decisions sent before they existed still decode."""
+
+    @classmethod
+    def envelope(
+        cls,
+        tool_call_id: str,
+        decision: ToolApprovalDecision,
+        groups: Sequence[str] | None = None,
+    ) -> ApprovalSignal:
+        """`decision` addressed to call `tool_call_id` (unsigned: `signing.sign_signal`)."""
+        return cls(
+            tool_call_id=tool_call_id,
+            groups=list(groups) if groups is not None else None,
+            **decision.model_dump(exclude_unset=True),
+        )
+
+    def decision(self) -> ToolApprovalDecision:
+        """The decision this envelope carries, without routing or signature."""
+        return ToolApprovalDecision.model_validate(
+            self.model_dump(include=set(ToolApprovalDecision.model_fields), exclude_unset=True)
+        )
 
 
 class DeferredResultSignal(BaseModel):

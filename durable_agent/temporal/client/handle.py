@@ -26,7 +26,7 @@ from durable_agent import (
     ModelSettings,
 )
 
-from ...contract.decisions import denial_problem
+from ...contract.decisions import ToolApprovalDecision, denial_problem
 from ..run_errors import NotAnAgentRun, Rejected, RunClosed, RunFailed
 from ..signing import sign_signal
 from ..streams import DEFAULT_POLL_INTERVAL, CheckpointChain, StreamReader
@@ -257,14 +257,8 @@ class AgentRunHandle:
 
         `by` and `groups` are who decided, checked against the agent's approvers; signed
         when this client has approval keys."""
-        request = ApprovalSignal(
-            tool_call_id=call_id,
-            approved=True,
-            decided_by=by,
-            override_arguments=override_arguments,
-            groups=list(groups) if groups is not None else None,
-        )
-        return await self._decide(request)
+        decision = ToolApprovalDecision.approve(override_arguments, decided_by=by)
+        return await self._decide(ApprovalSignal.envelope(call_id, decision, groups))
 
     async def deny(
         self,
@@ -278,14 +272,8 @@ class AgentRunHandle:
         (which must say something: refused as `invalid_approval` before anything is sent)."""
         if problem := denial_problem(reason):
             raise Rejected(self.id, problem, "invalid_approval")
-        request = ApprovalSignal(
-            tool_call_id=call_id,
-            approved=False,
-            reason=reason,
-            decided_by=by,
-            groups=list(groups) if groups is not None else None,
-        )
-        return await self._decide(request)
+        decision = ToolApprovalDecision.deny(reason, decided_by=by)
+        return await self._decide(ApprovalSignal.envelope(call_id, decision, groups))
 
     async def _decide(self, request: ApprovalSignal) -> UpdateAccepted:
         """Sends the decision to the workflow holding the call: this run, or (when this

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from durable_agent.contract.records import AgentStreamRecord
+from durable_agent.contract.records import AgentStreamRecord, SubagentStartData
 
 from ..run_errors import RunNotFound
 
@@ -52,8 +52,9 @@ async def follow_tree(
                                 update={"workflow_id": workflow_id, "depth": depth}
                             )
                         await queue.put(record)
-                        child = record.data.get("workflow_id")
-                        if record.kind == "subagent_start" and isinstance(child, str):
+                        data = record.data
+                        child = data.workflow_id if isinstance(data, SubagentStartData) else None
+                        if child is not None:
                             follow(child, depth + 1, None)
                     return
                 except RunNotFound:

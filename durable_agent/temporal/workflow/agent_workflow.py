@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentCheckpoint, ExecutionSuspended
     from ...contract.errors import AgentError, InvalidInput
     from ...contract.messages import ModelMessage
+    from ...contract.records import RunCancelledData
     from ...contract.state import AgentRunState, RunStatus
     from ...contract.tools import ToolDefinition
     from ...engine.controller import RunController
@@ -206,7 +207,7 @@ class AgentWorkflow:
         except asyncio.CancelledError:
             if self.live.state is not None:
                 self.live.state.status = RunStatus.CANCELLED
-            self.live.announce("run_cancelled", None, {})
+            self.live.announce(None, RunCancelledData())
             self._publish()
             raise
         self._publish()

@@ -128,14 +128,9 @@ class HumanDecisions:
         return problem
 
     def record_approval(self, signal: ApprovalSignal) -> None:
-        if signal.approved:
-            decision = ToolApprovalDecision.approve(
-                override_arguments=signal.override_arguments, decided_by=signal.decided_by
-            )
-        else:
-            decision = ToolApprovalDecision.deny(
-                signal.reason or "denied", decided_by=signal.decided_by
-            )
+        decision = signal.decision()
+        if not decision.approved and not decision.reason:
+            decision = decision.model_copy(update={"reason": "denied"})
         self.decisions[signal.tool_call_id] = decision
         self.decided[signal.tool_call_id] = decision
         self._announce_decision(signal.tool_call_id, decision)

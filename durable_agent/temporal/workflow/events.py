@@ -28,7 +28,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentExecutionNode
-    from ...contract.records import AgentStreamRecord
+    from ...contract.records import AgentStreamRecord, ModelRetryData
     from ...models.base import ModelDelta
     from ..executor import TemporalExecutor
     from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch, StreamPoll
@@ -224,11 +224,8 @@ class EventStream:
         if batch.attempt > attempt:
             if self._deltas is not None and self._deltas[0] == step:
                 loop.emit(
-                    "model_retry",
                     AgentExecutionNode.BEFORE_MODEL_REQUEST,
-                    run_step=step,
-                    attempt=batch.attempt,
-                    superseded=attempt,
+                    ModelRetryData(run_step=step, attempt=batch.attempt, superseded=attempt),
                 )
             attempt, expected = batch.attempt, 0
         for part, text in merged_deltas(batch.deltas):

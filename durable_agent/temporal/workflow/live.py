@@ -13,7 +13,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentExecutionNode
-    from ...contract.records import StreamKind
+    from ...contract.records import RecordData
     from ...contract.state import AgentRunState
     from ...engine.controller import RunController
     from ...engine.loop import AgentLoop
@@ -52,14 +52,12 @@ class LiveRun:
         loop = self.loop
         return loop.seq if loop is not None else 0
 
-    def announce(
-        self, kind: StreamKind, node: AgentExecutionNode | None, data: dict[str, Any]
-    ) -> None:
+    def announce(self, node: AgentExecutionNode | None, data: RecordData) -> None:
         """A record of the workflow's own (a decision arrived, the run was suspended), in
         the loop's numbering; nothing before the loop exists."""
         loop = self.loop
         if loop is not None:
-            loop.emit(kind, node, **data)
+            loop.emit(node, data)
 
 
 def release_evicted(workflow_fields: dict[str, Any]) -> None:
@@ -80,7 +78,9 @@ def release_evicted(workflow_fields: dict[str, Any]) -> None:
         workflow_fields.get("events"),
     ]
     if controller is not None:
-        owned += [controller, controller.loop]
+        if controller.loop is not None:
+            controller.loop.release()
+        owned.append(controller)
     for component in owned:
         if component is not None:
             vars(component).clear()

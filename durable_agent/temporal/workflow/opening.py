@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.errors import AgentError, InvalidInput
+    from ...contract.records import ForkedData
     from ...contract.state import AgentRunState, RunStatus
     from ...engine.controller import RunController
     from ...engine.ids import new_id
@@ -144,15 +145,16 @@ class Opening:
             )
         )
         loop.emit(
-            "forked",
             None,
-            workflow_id=origin.workflow_id,
-            workflow_run_id=origin.run_id,
-            index=origin.index,
-            checkpoint_id=origin.checkpoint_id,
-            node=origin.node.value,
-            run_step=origin.run_step,
-            source_run_id=loaded.checkpoint.run_id,
+            ForkedData(
+                workflow_id=origin.workflow_id,
+                workflow_run_id=origin.run_id,
+                index=origin.index,
+                checkpoint_id=origin.checkpoint_id,
+                node=origin.node.value,
+                run_step=origin.run_step,
+                source_run_id=loaded.checkpoint.run_id,
+            ),
         )
         workflow.logger.info("forked", extra={"source": source.describe(), "node": origin.node})
         return loop.state, drive

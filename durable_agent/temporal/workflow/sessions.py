@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ...contract.records import AwaitingPromptData, SessionEndedData
     from ...contract.state import AgentRunState
     from ...engine.controller import RunController, prompt_problem
     from ..wire import (
@@ -88,8 +89,7 @@ class Session:
         """True (announced on the stream) if `end_session` came during the last turn."""
         if not self.ending:
             return False
-        ended = {"reason": "end_session", "turns": self.answered}
-        self._live.announce("session_ended", None, ended)
+        self._live.announce(None, SessionEndedData(reason="end_session", turns=self.answered))
         publish()
         return True
 
@@ -98,7 +98,7 @@ class Session:
         `idle_timeout_seconds`), announced on the stream."""
         self.awaiting_prompt = True
         self.idle_since = self._port.now()
-        self._live.announce("awaiting_prompt", None, {"turns": self.answered})
+        self._live.announce(None, AwaitingPromptData(turns=self.answered))
         publish()
         idle = self._input.idle_timeout_seconds
         reason = "end_session"
@@ -113,7 +113,7 @@ class Session:
         finally:
             self.awaiting_prompt = False
         if not self.prompts:
-            self._live.announce("session_ended", None, {"reason": reason, "turns": self.answered})
+            self._live.announce(None, SessionEndedData(reason=reason, turns=self.answered))
             publish()
             return None
         self.turn += 1

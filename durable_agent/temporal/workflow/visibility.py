@@ -37,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["Visibility"]
 
 _ENDED = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+SHOWN_DECISIONS = 5
+"""The latest decisions the Web UI's details list (who decided what, and their remarks)."""
 _APPROVAL_EXAMPLE = '{"tool_call_id": "...", "approved": true}'
 
 
@@ -120,6 +122,13 @@ class Visibility:
                 for p in pending
             )
             lines.append(f"\nSend the approval signal with input `{_APPROVAL_EXAMPLE}`")
+        decided = list(self._decisions.decided.items())[-SHOWN_DECISIONS:]
+        if decided:
+            lines.append("\n**Decisions**\n")
+            lines.extend(
+                f"- call {literal(call_id)} · {literal(decision.describe())}"
+                for call_id, decision in decided
+            )
         if self._live.error:
             lines.append(f"\n**Failed:** {literal(self._live.error)}")
         return "\n".join(lines)
