@@ -41,6 +41,9 @@ async def _decide(
     return EXIT_OK
 
 
+NOTE_HELP = "a remark for the agent: its model reads it with the call's result"
+
+
 def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
     if problem := denial_problem(value):
         raise click.BadParameter(problem)
@@ -53,6 +56,7 @@ def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--by", metavar="NAME", help=BY_HELP)
 @click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
 @click.option("--args", "arguments", type=JSON_OBJECT, help="run the tool with these arguments")
+@click.option("--note", help=NOTE_HELP)
 @connection_options(group=False)
 @click.pass_obj
 def approve(
@@ -62,13 +66,14 @@ def approve(
     by: str | None,
     groups: tuple[str, ...],
     arguments: dict[str, Any] | None,
+    note: str | None,
 ) -> Awaitable[int]:
     """Approve pending tool call CALL_ID of run ID (the ids `status` lists)."""
     return _decide(
         settings,
         workflow_id,
         lambda run: run.approve(
-            call_id, by=by, override_arguments=arguments, groups=list(groups) or None
+            call_id, by=by, override_arguments=arguments, note=note, groups=list(groups) or None
         ),
     )
 
@@ -79,6 +84,7 @@ def approve(
 @click.option("--reason", required=True, callback=_reason, help="why; the model sees it")
 @click.option("--by", metavar="NAME", help=BY_HELP)
 @click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
+@click.option("--note", help=NOTE_HELP)
 @connection_options(group=False)
 @click.pass_obj
 def deny(
@@ -88,12 +94,13 @@ def deny(
     reason: str,
     by: str | None,
     groups: tuple[str, ...],
+    note: str | None,
 ) -> Awaitable[int]:
     """Deny pending tool call CALL_ID of run ID: the tool never runs."""
     return _decide(
         settings,
         workflow_id,
-        lambda run: run.deny(call_id, reason, by=by, groups=list(groups) or None),
+        lambda run: run.deny(call_id, reason, by=by, note=note, groups=list(groups) or None),
     )
 
 

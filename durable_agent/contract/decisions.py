@@ -58,23 +58,39 @@ class ToolApprovalDecision(BaseModel):
     reason: str | None = None
     decided_by: str | None = None
     override_arguments: dict[str, Any] | None = None
+    note: str | None = omit_none()
+    """The approver's remark: the model reads it beside the tool's result (or its denial)."""
 
     @classmethod
     def approve(
-        cls, override_arguments: dict[str, Any] | None = None, decided_by: str | None = None
+        cls,
+        override_arguments: dict[str, Any] | None = None,
+        decided_by: str | None = None,
+        note: str | None = None,
     ) -> ToolApprovalDecision:
-        return cls(approved=True, override_arguments=override_arguments, decided_by=decided_by)
+        return cls(
+            approved=True, override_arguments=override_arguments, decided_by=decided_by, note=note
+        )
 
     @classmethod
-    def deny(cls, reason: str, decided_by: str | None = None) -> ToolApprovalDecision:
-        return cls(approved=False, reason=reason, decided_by=decided_by)
+    def deny(
+        cls, reason: str, decided_by: str | None = None, note: str | None = None
+    ) -> ToolApprovalDecision:
+        return cls(approved=False, reason=reason, decided_by=decided_by, note=note)
 
     def annotate(self, result: Any) -> Any:
         """What the model reads for the call after this decision: a denial's reason in
-        place of a result that never came, or the approved tool's `result` as it is."""
+        place of a result that never came, or the approved tool's `result`; the approver's
+        note after either."""
+        if self.approved and self.note is None:
+            return result
         if not self.approved:
-            return f"The call was not approved: {self.reason or 'denied'}"
-        return result
+            text = f"The call was not approved: {self.reason or 'denied'}"
+        else:
+            text = result if isinstance(result, str) else json.dumps(result, default=str)
+        if self.note is not None:
+            text += f"\n\nNote from the approver ({self.decided_by or 'unnamed'}): {self.note}"
+        return text
 
     def describe(self) -> str:
         """The decision as people read it: `approved by alice`, `denied by bob: why`."""
@@ -82,6 +98,8 @@ class ToolApprovalDecision(BaseModel):
         verdict = f"approved by {who}" if self.approved else f"denied by {who}: {self.reason}"
         if self.override_arguments is not None:
             verdict += " (with other arguments)"
+        if self.note is not None:
+            verdict += f"; note: {self.note}"
         return verdict
 
 

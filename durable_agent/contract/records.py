@@ -394,6 +394,7 @@ class ApprovalDecidedData(RecordData):
     decided_by: str | None = None
     reason: str | None = None
     overridden: bool = False
+    note: str | None = omit_none()
 
     @classmethod
     def of(
@@ -407,14 +408,14 @@ class ApprovalDecidedData(RecordData):
             decided_by=decision.decided_by,
             reason=None if decision.approved else decision.reason,
             overridden=decision.override_arguments is not None,
+            note=decision.note,
         )
 
     def describe(self) -> str:
         """`approved by alice` / `denied by bob: too risky`, as people read it."""
         who = self.decided_by or "?"
-        if self.approved:
-            return f"approved by {who}"
-        return f"denied by {who}: {self.reason}"
+        verdict = f"approved by {who}" if self.approved else f"denied by {who}: {self.reason}"
+        return verdict if self.note is None else f"{verdict}; note: {self.note}"
 
 
 class DeferredResultData(RecordData):

@@ -67,17 +67,18 @@ async def act(
     if refused is not None:
         return f"you may not decide this call: {refused}", 403
     groups = list(identity.groups)
+    note = str(form.get("note") or "").strip() or None
     if action == "deny":
         reason = str(form.get("reason") or "").strip()
         if problem := denial_problem(reason):
             return problem, 400
-        await handle.deny(call_id, reason, by=identity.user, groups=groups)
+        await handle.deny(call_id, reason, by=identity.user, note=note, groups=groups)
         return f"denied {call.tool_name} ({call_id}) as {identity.user}: {reason}", 200
     override, problem = _override(call, form.get("arguments"))
     if problem is not None:
         return problem, 400
     accepted = await handle.approve(
-        call_id, by=identity.user, override_arguments=override, groups=groups
+        call_id, by=identity.user, override_arguments=override, note=note, groups=groups
     )
     changed = " with your arguments" if override is not None else ""
     return (

@@ -250,14 +250,16 @@ class AgentRunHandle:
         call_id: str,
         by: str | None = None,
         override_arguments: dict[str, Any] | None = None,
+        note: str | None = None,
         *,
         groups: Sequence[str] | None = None,
     ) -> UpdateAccepted:
-        """Approves pending tool call `call_id`; `override_arguments` replace the model's.
+        """Approves pending tool call `call_id`; `override_arguments` replace the model's,
+        `note` is the approver's remark (the model reads it with the tool's result).
 
         `by` and `groups` are who decided, checked against the agent's approvers; signed
         when this client has approval keys."""
-        decision = ToolApprovalDecision.approve(override_arguments, decided_by=by)
+        decision = ToolApprovalDecision.approve(override_arguments, decided_by=by, note=note)
         return await self._decide(ApprovalSignal.envelope(call_id, decision, groups))
 
     async def deny(
@@ -266,13 +268,14 @@ class AgentRunHandle:
         reason: str,
         by: str | None = None,
         *,
+        note: str | None = None,
         groups: Sequence[str] | None = None,
     ) -> UpdateAccepted:
         """Denies pending tool call `call_id`: the tool never runs, the model sees `reason`
         (which must say something: refused as `invalid_approval` before anything is sent)."""
         if problem := denial_problem(reason):
             raise Rejected(self.id, problem, "invalid_approval")
-        decision = ToolApprovalDecision.deny(reason, decided_by=by)
+        decision = ToolApprovalDecision.deny(reason, decided_by=by, note=note)
         return await self._decide(ApprovalSignal.envelope(call_id, decision, groups))
 
     async def _decide(self, request: ApprovalSignal) -> UpdateAccepted:
