@@ -66,6 +66,16 @@ async def _probe() -> None:
     """An activity only for reading its name back."""
 
 
+def test_workflow_task_failures_are_logged_where_the_testing_environment_listens() -> None:
+    try:
+        instances: Any = importlib.import_module(_sdk.TASK_FAILURE_LOGGER)
+    except ImportError as error:
+        raise AssertionError(_moved("the module of its workflow instances")) from error
+    assert instances.logger.name == _sdk.TASK_FAILURE_LOGGER, _moved(
+        "the logger a failed workflow task is reported to"
+    )
+
+
 def test_activity_names_are_read_where_activity_defn_keeps_them() -> None:
     assert _sdk.activity_name(_probe) == "pinned_probe", _moved("@activity.defn's definition")
     assert _sdk.activity_name(lambda: None) is None

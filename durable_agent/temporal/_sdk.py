@@ -19,6 +19,8 @@ running it on the new release).
   (`tracing.context_propagation`).
 - `sdk_tracer_provider`: the OpenTelemetry SDK provider a `ReplaySafeTracerProvider` wraps,
   whose tracers emit a run's spans with the ids fixed in advance (`tracing`).
+- `TASK_FAILURE_LOGGER`: the logger a workflow task that raised is reported to, which
+  `durable_agent.testing` listens on to fail the test.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from temporalio.worker import WorkflowInboundInterceptor, WorkflowInstance
 
 __all__ = [
+    "TASK_FAILURE_LOGGER",
     "STREAM_OFFSET_QUERY",
     "STREAM_POLL",
     "STREAM_PUBLISH_SIGNAL",
@@ -44,6 +47,9 @@ STREAM_OFFSET_QUERY = "__temporal_workflow_stream_offset"
 """Workflow Streams' query of the offset its next item will get."""
 STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 """The Workflow Streams signal through which outside clients publish."""
+
+TASK_FAILURE_LOGGER = "temporalio.worker._workflow_instance"
+"""Where temporalio logs a workflow task that raised (its workflow instances' module)."""
 
 _ACTIVITY_DEFINITION = "__temporal_activity_definition"
 """Where `@activity.defn` keeps a function's definition (`temporalio.activity._Definition`)."""

