@@ -30,7 +30,7 @@ import asyncio
 import hashlib
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import opentelemetry.context
@@ -93,6 +93,9 @@ class Tracing:
     """A worker's choice: `provider` None means the global tracer provider."""
 
     provider: trace.TracerProvider | None = None
+    warned: set[str] = field(default_factory=set, compare=False, repr=False)
+    """The kinds of provider this worker has said it cannot emit run spans to (once each):
+    the worker's own, as its workflows write it, not the process's."""
 
     def resolve(self) -> trace.TracerProvider:
         return self.provider if self.provider is not None else trace.get_tracer_provider()
@@ -407,7 +410,7 @@ def _export(
     provider: Any = tracing.resolve()
     sdk = sdk_tracer_provider(provider)  # a ReplaySafeTracerProvider's own
     if not isinstance(sdk, SdkTracerProvider):
-        _unsupported(type(provider).__name__)
+        _unsupported(tracing, type(provider).__name__)
         return
     if context.trace_id is None or context.span_id is None:
         return
@@ -462,12 +465,9 @@ class _FixedIds:
         return False
 
 
-_warned: set[str] = set()
-
-
-def _unsupported(kind: str) -> None:
-    if kind not in _warned:
-        _warned.add(kind)
+def _unsupported(tracing: Tracing, kind: str) -> None:
+    if kind not in tracing.warned:
+        tracing.warned.add(kind)
         log.warning(
             "the tracer provider is not the OpenTelemetry SDK's; run spans are not emitted",
             provider=kind,
