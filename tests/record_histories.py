@@ -18,7 +18,7 @@ from durable_agent import AgentExecutionNode
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
 from durable_agent.temporal.devserver import DevServer
 
-from .replay_agents import register_replay_agents
+from .replay_agents import replay_agents
 from .temporal_support import connect, free_port, new_worker
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -34,12 +34,11 @@ async def wait_status(handle: object, status: str) -> None:
 
 
 async def record(names: list[str]) -> None:
-    register_replay_agents()
     HISTORIES.mkdir(exist_ok=True)
     directory = Path(tempfile.mkdtemp())
     async with DevServer(directory / "dev.db", port=free_port(), ui_port=None) as server:
         client = await connect(server.address)
-        async with new_worker(client) as worker:
+        async with new_worker(client, agents=replay_agents()) as worker:
             runs = {}
             weather = await client.start_workflow(
                 AgentWorkflow.run,

@@ -7,8 +7,7 @@ issues makes `test_replay.py` fail: that is the point.
 from __future__ import annotations
 
 from durable_agent import AgentBuilder, TestModel
-from durable_agent.temporal import AgentActivityConfig
-from tests.temporal_support import registry
+from durable_agent.temporal import AgentActivityConfig, AgentRegistration
 
 from .helpers import call, text_response, tool_response
 
@@ -21,7 +20,9 @@ def deploy(env: str) -> str:
     return f"deployed to {env}"
 
 
-def register_replay_agents() -> None:
+def replay_agents() -> list[AgentRegistration]:
+    """The agents, as the recording worker hosted them (a fresh set: their test models
+    answer from the start)."""
     agents = [
         AgentBuilder(
             TestModel.with_responses(
@@ -48,8 +49,6 @@ def register_replay_agents() -> None:
         .approval_required_tools(["deploy"])
         .build(),
     ]
-    for agent in agents:
-        registry.register(agent, replace=True)
     # the deployer again, its quick nodes as local activities
     deployer = (
         AgentBuilder(
@@ -63,4 +62,4 @@ def register_replay_agents() -> None:
         .build()
     )
     local = AgentActivityConfig(local_activities=("prepare_model_request", "validate_output"))
-    registry.register(deployer, local, replace=True)
+    return [*(AgentRegistration(agent) for agent in agents), AgentRegistration(deployer, local)]

@@ -12,26 +12,25 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RetryPolicy
 from temporalio.worker import Replayer, Worker
 
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.temporal import (
     ActivityConfig,
-    AgentRegistry,
+    AgentRegistration,
     AgentWorkflow,
     AgentWorkflowInput,
     AgentWorkflowResult,
     DurableAgentPlugin,
-    runtime_of,
 )
 
-registry = AgentRegistry()
-"""The agents of this test process: every `new_worker` hosts them (as `--agents` gives a
-worker process its agents). Tests register theirs under unique names."""
+Hosted = AgentSpec | AgentRegistration
+"""What a worker is given to host: an agent, or one with its activity options."""
 
 
 def free_port() -> int:
@@ -45,43 +44,34 @@ async def connect(address: str) -> Client:
     return await Client.connect(address, plugins=[DurableAgentPlugin()])
 
 
-W = TypeVar("W", Worker, Replayer)
-
-
-async def client_knowing(client: Client, *names: str) -> Client:
-    """A client of the same server connected with the named agents of `registry`, as a
-    worker's own client is: it checks a run's model against them before starting it."""
-    agents = [registry.get(name).agent for name in names]
+async def client_knowing(client: Client, *agents: AgentSpec) -> Client:
+    """A client of the same server connected with `agents`, as a worker's own client is: it
+    checks a run's model against them before starting it."""
     return await Client.connect(
         client.service_client.config.target_host, plugins=[DurableAgentPlugin(agents=agents)]
     )
 
 
-def hosting_registry(worker: W) -> W:
-    """`worker`, hosting the live `registry` (agents registered later included, as tests
-    do) besides what its plugins listed."""
-    runtime = runtime_of(worker)
-    for registration in runtime.agents:
-        if registration.agent.name not in registry:
-            registry.register(registration.agent, registration.activities)
-    runtime.hosting.agents = registry
-    return worker
-
-
-def new_replayer(**plugin_options: Any) -> Replayer:
-    """A replayer hosting the live `registry`, its plugin made with `plugin_options`."""
-    replaying = Replayer(workflows=[], plugins=[DurableAgentPlugin(**plugin_options)])
-    hosting_registry(replaying)
-    return replaying
+def new_replayer(agents: Sequence[Hosted] = (), **plugin_options: Any) -> Replayer:
+    """A replayer hosting `agents`, through its plugin (made with `plugin_options`) as a
+    user's replayer gets them."""
+    return Replayer(workflows=[], plugins=[DurableAgentPlugin(agents, **plugin_options)])
 
 
 @contextlib.asynccontextmanager
 async def new_worker(
-    client: Client, task_queue: str | None = None, **options: Any
+    client: Client,
+    task_queue: str | None = None,
+    *,
+    agents: Sequence[Hosted] = (),
+    **options: Any,
 ) -> AsyncIterator[Worker]:
-    """A worker on a fresh task queue (unless given one) hosting `registry`'s agents."""
-    worker = Worker(client, task_queue=task_queue or f"tq-{uuid.uuid4()}", **options)
-    async with hosting_registry(worker):
+    """A worker on a fresh task queue (unless given one) hosting `agents`, through a
+    `DurableAgentPlugin` of its own as a user's worker gets them (besides what the client's
+    plugin lists: a second plugin adds to the worker's runtime)."""
+    plugins = [*options.pop("plugins", ()), DurableAgentPlugin(agents)]
+    queue = task_queue or f"tq-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, plugins=plugins, **options) as worker:
         yield worker
 
 
@@ -150,18 +140,16 @@ def fast_activity(
     )
 
 
-def text_agent(text: str, prefix: str = "text") -> str:
-    """Registers an agent that answers `text`; returns its (unique) name."""
+def text_agent(text: str, prefix: str = "text") -> AgentSpec:
+    """An agent (of a unique name) that answers `text`."""
     from durable_agent import AgentBuilder, TestModel
 
-    name = unique(prefix)
-    registry.register(AgentBuilder(TestModel.with_text(text)).name(name).build())
-    return name
+    return AgentBuilder(TestModel.with_text(text)).name(unique(prefix)).build()
 
 
-def deploy_agent(log: Any, prefix: str = "deploy") -> str:
-    """Registers an agent whose `deploy` tool needs approval and records its calls in `log`
-    (a `helpers.CallLog`); returns its (unique) name."""
+def deploy_agent(log: Any, prefix: str = "deploy") -> AgentSpec:
+    """An agent (of a unique name) whose `deploy` tool needs approval and records its calls
+    in `log` (a `helpers.CallLog`)."""
     from durable_agent import AgentBuilder, TestModel
 
     from .helpers import call, text_response, tool_response
@@ -173,11 +161,13 @@ def deploy_agent(log: Any, prefix: str = "deploy") -> str:
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
     )
-    name = unique(prefix)
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
+    return (
+        AgentBuilder(model)
+        .name(unique(prefix))
+        .tool(deploy)
+        .approval_required_tools(["deploy"])
+        .build()
     )
-    return name
 
 
 def start_worker_process(

@@ -12,7 +12,6 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
 from durable_agent.temporal.search_attributes import ensure_search_attributes
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker
@@ -29,15 +28,13 @@ async def test_approval_expires_after_seven_days() -> None:
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("gave up waiting")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     async with await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=shutil.which("temporal-test-server"),
         plugins=[DurableAgentPlugin()],
     ) as env:
         await ensure_search_attributes(env.client)
-        async with new_worker(env.client) as worker:
+        async with new_worker(env.client, agents=[agent]) as worker:
             handle = await env.client.start_workflow(
                 AgentWorkflow.run,
                 AgentWorkflowInput(

@@ -27,6 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentBuilder, CallDeferred, RetryPromptPart, TestModel, ToolReturnPart
 from durable_agent.cli.app import amain
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.temporal import (
     AgentWorkflow,
     AgentWorkflowInput,
@@ -36,7 +37,6 @@ from durable_agent.temporal import (
 )
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.wire import MAX_PROMPT_CHARS, AgentStatusView
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import event_types, new_worker
@@ -51,7 +51,7 @@ def unique(name: str) -> str:
 # -- agents ------------------------------------------------------------------------------------
 
 
-def two_deploys_agent(log: CallLog) -> str:
+def two_deploys_agent(log: CallLog) -> AgentSpec:
     """Asks to deploy twice (calls d1 and d2), both needing approval: deciding d1 leaves the
     run waiting for d2, so a second decision for d1 never races the run's end."""
 
@@ -66,13 +66,10 @@ def two_deploys_agent(log: CallLog) -> str:
             text_response("finished"),
         ]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
-    return name
+    return AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
 
 
-def one_deploy_agent(log: CallLog) -> str:
+def one_deploy_agent(log: CallLog) -> AgentSpec:
     def deploy(env: str) -> str:
         log.record("deploy", env=env)
         return f"deployed to {env}"
@@ -81,13 +78,10 @@ def one_deploy_agent(log: CallLog) -> str:
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
-    return name
+    return AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
 
 
-def deferred_agent(log: CallLog) -> str:
+def deferred_agent(log: CallLog) -> AgentSpec:
     """Two deferred calls, b1 and b2: the run waits until both have a result."""
 
     def background(job: str) -> str:
@@ -101,8 +95,7 @@ def deferred_agent(log: CallLog) -> str:
             text_response("all done"),
         ]
     )
-    registry.register(AgentBuilder(model).name(name).tool(background).build())
-    return name
+    return AgentBuilder(model).name(name).tool(background).build()
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -226,8 +219,9 @@ async def test_unknown_agent_fails_the_run_with_unknown_agent(client: Client) ->
 @pytest.mark.parametrize("prompt", ["", " \n\t "], ids=["empty", "whitespace"])
 async def test_empty_prompt_fails_with_invalid_input(client: Client, prompt: str) -> None:
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent, prompt=prompt)
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 20)
@@ -245,8 +239,9 @@ async def test_empty_prompt_fails_with_invalid_input(client: Client, prompt: str
 
 
 async def test_status_query_says_failed_after_an_invalid_prompt(client: Client) -> None:
-    agent = one_deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent, prompt="")
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 20)
@@ -258,9 +253,10 @@ async def test_status_query_says_failed_after_an_invalid_prompt(client: Client) 
 
 
 async def test_oversized_prompt_fails_with_invalid_input(client: Client) -> None:
-    agent = one_deploy_agent(CallLog())
+    spec = one_deploy_agent(CallLog())
+    agent = spec.name
     size = MAX_PROMPT_CHARS + 1
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent, prompt="x" * size)
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 20)
@@ -278,7 +274,7 @@ async def test_oversized_prompt_fails_with_invalid_input(client: Client) -> None
 
 async def test_prompt_over_the_server_payload_limit_is_refused_at_start(client: Client) -> None:
     """Past the server's blob limit (2 MB by default) the start itself is refused: no run."""
-    agent = one_deploy_agent(CallLog())
+    agent = one_deploy_agent(CallLog()).name  # no worker: the start is refused
     workflow_id = unique("bad")
     with pytest.raises(RPCError) as info:
         await client.start_workflow(
@@ -328,8 +324,9 @@ async def test_malformed_update_payload_is_rejected_before_validation(
     rejected (it never reaches the validator or history) with a `RuntimeError` failure
     "Failed decoding arguments" whose cause is pydantic's `ValidationError` text."""
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         cause = await rejected_update(handle, "submit_approval", payload)
@@ -352,8 +349,9 @@ async def test_malformed_update_payload_is_rejected_before_validation(
 async def test_null_update_payload_is_rejected(client: Client) -> None:
     """`null` decodes to None, so the validator itself fails: still a rejection."""
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         cause = await rejected_update(handle, "submit_approval", None)
@@ -368,8 +366,9 @@ async def test_null_update_payload_is_rejected(client: Client) -> None:
 
 
 async def test_misspelt_update_name_is_rejected(client: Client) -> None:
-    agent = one_deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         cause = await rejected_update(
@@ -404,8 +403,9 @@ async def test_malformed_signal_payload_is_dropped(
     ignored: malformed input", the workflow task completes, and the run still waits and can
     be approved properly afterwards."""
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         before = await wait_for_status(handle, "waiting")
         await handle.signal(name, payload)  # no error at the client
@@ -429,8 +429,9 @@ async def test_misspelt_signal_name_is_logged_and_ignored(
     """`approve` (the CLI command's name) instead of the `approval` signal: a catch-all
     handler logs which signals the workflow accepts, and nothing changes."""
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         before = await wait_for_status(handle, "waiting")
         await handle.signal("approve", {"tool_call_id": "d1", "approved": True})
@@ -463,8 +464,9 @@ async def test_signal_without_a_payload_is_dropped(
     """No input, `null` or two inputs: logged and dropped (`resume`, whose fields are all
     optional, reads no input as `{}`), never a failed workflow task."""
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         try:
             await wait_for_status(handle, "waiting")
@@ -482,8 +484,9 @@ async def test_lax_approval_payload_is_accepted_as_pydantic_reads_it(client: Cli
     """Not an error today: pydantic's lax JSON mode reads `"approved": "no"` as False and
     ignores unknown fields, so a misspelt `reasn` is dropped and the reason is "denied"."""
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         accepted = await handle.execute_update(
@@ -508,8 +511,9 @@ async def test_approval_for_a_call_that_is_not_pending_is_rejected(
     client: Client, logs: pytest.LogCaptureFixture
 ) -> None:
     log = CallLog()
-    agent = two_deploys_agent(log)
-    async with new_worker(client) as worker:
+    spec = two_deploys_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         before = await wait_for_status(handle, "waiting")
         cause = await rejected_update(
@@ -541,8 +545,9 @@ async def test_second_decision_for_the_same_call_is_rejected(
     client: Client, logs: pytest.LogCaptureFixture
 ) -> None:
     log = CallLog()
-    agent = two_deploys_agent(log)
-    async with new_worker(client) as worker:
+    spec = two_deploys_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         first = await handle.execute_update(
@@ -574,8 +579,9 @@ async def test_second_decision_for_the_same_call_is_rejected(
 
 async def test_approval_after_the_run_completed_is_refused_by_the_server(client: Client) -> None:
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         await approve_all(handle, "d1")
@@ -601,8 +607,9 @@ async def test_resume_of_a_run_that_is_not_suspended_is_rejected(
     client: Client, logs: pytest.LogCaptureFixture
 ) -> None:
     log = CallLog()
-    agent = one_deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = one_deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         before = await wait_for_status(handle, "waiting")
         cause = await rejected_update(handle, AgentWorkflow.resume_run, ResumeSignal())
@@ -623,8 +630,9 @@ async def test_duplicate_deferred_result_is_rejected(
     client: Client, logs: pytest.LogCaptureFixture
 ) -> None:
     log = CallLog()
-    agent = deferred_agent(log)
-    async with new_worker(client) as worker:
+    spec = deferred_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         first = await handle.execute_update(
@@ -667,8 +675,9 @@ async def test_duplicate_deferred_result_is_rejected(
 async def test_deferred_result_for_an_unknown_id_is_rejected(
     client: Client, logs: pytest.LogCaptureFixture
 ) -> None:
-    agent = deferred_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deferred_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         before = await wait_for_status(handle, "waiting")
         cause = await rejected_update(
@@ -716,8 +725,8 @@ async def test_invalid_tool_arguments_go_back_to_the_model_as_a_retry_prompt(
             text_response("scaled"),
         ]
     )
-    registry.register(AgentBuilder(model).name(agent).tool(scale).build())
-    async with new_worker(client) as worker:
+    spec = AgentBuilder(model).name(agent).tool(scale).build()
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent, prompt="scale up")
         result = await asyncio.wait_for(handle.result(), 20)
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
@@ -770,9 +779,10 @@ def cli(dev_server: DevServer, capsys: pytest.CaptureFixture[str]) -> Iterator[C
 
 async def test_cli_run_with_an_empty_prompt_exits_1(client: Client, cli: Cli) -> None:
     log = CallLog()
-    agent = one_deploy_agent(log)
+    spec = one_deploy_agent(log)
+    agent = spec.name
     workflow_id = unique("bad-cli")
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[spec]) as worker:
         outcome = await cli(
             "run", agent, "   ", "--wait", "--id", workflow_id, "--task-queue", worker.task_queue
         )
@@ -787,8 +797,9 @@ async def test_cli_run_with_an_empty_prompt_exits_1(client: Client, cli: Cli) ->
 
 async def test_cli_second_decision_exits_1(client: Client, cli: Cli) -> None:
     log = CallLog()
-    agent = two_deploys_agent(log)
-    async with new_worker(client) as worker:
+    spec = two_deploys_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await start(client, worker.task_queue, agent)
         await wait_for_status(handle, "waiting")
         approved = await cli("approve", handle.id, "d1", "--by", "alice")

@@ -17,7 +17,6 @@ from durable_agent import AgentBuilder, FunctionModel, ModelMessage, ModelReques
 from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentClient
 from durable_agent.temporal.devserver import DevServer
-from tests.temporal_support import registry
 
 from .temporal_support import new_worker, unique
 from .test_sessions import Echo, echo_agent, until_status
@@ -59,8 +58,8 @@ async def test_chat_two_turns_then_end(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name = unique("chat")
-    registry.register(echo_agent(name, Echo()))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, Echo())
+    async with new_worker(client, agents=[agent]) as worker:
         code, out, err = await _chat(
             monkeypatch, capsys, dev_server, worker.task_queue, "hello\n\nagain\n/end\n", name
         )
@@ -79,9 +78,9 @@ async def test_chat_asks_for_approvals_inline(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name = unique("chat-hitl")
-    registry.register(echo_agent(name, Echo()))
+    agent = echo_agent(name, Echo())
     lines = "deploy\ny\ndeploy\nnot during the freeze\n/end\n"
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         code, out, err = await _chat(
             monkeypatch, capsys, dev_server, worker.task_queue, lines, name, "--by", "alice"
         )
@@ -99,8 +98,8 @@ async def test_chat_reattaches_with_id(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name = unique("chat-again")
-    registry.register(echo_agent(name, Echo()))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, Echo())
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "first", session=True)
         await until_status(session, "awaiting_prompt")
@@ -142,8 +141,8 @@ async def test_chat_streams_the_answer(
             yield piece
 
     name = unique("chat-stream")
-    registry.register(AgentBuilder(FunctionModel(stream_function=writes)).name(name).build())
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(FunctionModel(stream_function=writes)).name(name).build()
+    async with new_worker(client, agents=[agent]) as worker:
         code, out, err = await _chat(
             monkeypatch, capsys, dev_server, worker.task_queue, "you\n/end\n", name
         )

@@ -23,11 +23,11 @@ from temporalio.client import Client
 
 from durable_agent import AgentBuilder, CallDeferred, TestModel, ToolReturnPart
 from durable_agent.cli.app import amain
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from durable_agent.temporal.client import list_query
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.markdown import literal
-from tests.temporal_support import registry
 
 from .cli_support import Cli, cli_runner
 from .helpers import CallLog, call, text_response, tool_response
@@ -59,11 +59,11 @@ def cli(dev_server: DevServer, capsys: pytest.CaptureFixture[str]) -> Cli:
     return cli_runner(dev_server.address, capsys)
 
 
-def text_agent(text: str) -> str:
+def text_agent(text: str) -> AgentSpec:
     return shared_text_agent(text, "cli-text")
 
 
-def deploy_agent(log: CallLog) -> str:
+def deploy_agent(log: CallLog) -> AgentSpec:
     return shared_deploy_agent(log, "cli-deploy")
 
 
@@ -97,8 +97,9 @@ async def start_run(cli: Cli, task_queue: str, agent: str, *extra: str) -> str:
 
 
 async def test_run_wait_prints_the_output(client: Client, cli: Cli) -> None:
-    agent = text_agent("hello from the CLI")
-    async with new_worker(client) as worker:
+    spec = text_agent("hello from the CLI")
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         outcome = await cli("run", agent, "say hi", "--wait", "--task-queue", worker.task_queue)
     assert outcome.code == 0, outcome.err
     workflow_id, output = outcome.out.strip().splitlines()
@@ -110,8 +111,9 @@ async def test_run_wait_prints_the_output(client: Client, cli: Cli) -> None:
 
 
 async def test_run_wait_json(client: Client, cli: Cli) -> None:
-    agent = text_agent("structured")
-    async with new_worker(client) as worker:
+    spec = text_agent("structured")
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         outcome = await cli(
             "run", agent, "x", "--wait", "--json", "--id", unique("wf"),
             "--task-queue", worker.task_queue,
@@ -138,9 +140,10 @@ async def test_run_wait_says_how_to_approve_and_keeps_waiting(
     client: Client, cli: Cli, capsys: pytest.CaptureFixture[str], dev_server: DevServer
 ) -> None:
     log = CallLog()
-    agent = deploy_agent(log)
+    spec = deploy_agent(log)
+    agent = spec.name
     workflow_id = unique("wf")
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[spec]) as worker:
         argv = ["run", agent, "ship", "--wait", "--id", workflow_id, "--task-queue"]
         task = asyncio.create_task(
             amain([*argv, worker.task_queue, "--address", dev_server.address])
@@ -169,8 +172,9 @@ async def test_run_wait_says_how_to_approve_and_keeps_waiting(
 
 
 async def test_run_then_status_shows_the_pending_approval(client: Client, cli: Cli) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         report = await wait_until_waiting(cli, workflow_id)
         outcome = await cli("status", workflow_id)
@@ -201,8 +205,9 @@ async def test_run_then_status_shows_the_pending_approval(client: Client, cli: C
 
 async def test_approve_rejects_a_wrong_call_id_then_approves(client: Client, cli: Cli) -> None:
     log = CallLog()
-    agent = deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         await wait_until_waiting(cli, workflow_id)
         wrong = await cli("approve", workflow_id, "nope")
@@ -225,8 +230,9 @@ async def test_approve_rejects_a_wrong_call_id_then_approves(client: Client, cli
 
 async def test_approve_with_overridden_arguments(client: Client, cli: Cli) -> None:
     log = CallLog()
-    agent = deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         await wait_until_waiting(cli, workflow_id)
         outcome = await cli("approve", workflow_id, "d1", "--args", '{"env": "staging"}', "--json")
@@ -242,8 +248,9 @@ async def test_approve_with_overridden_arguments(client: Client, cli: Cli) -> No
 
 async def test_deny_with_a_reason(client: Client, cli: Cli) -> None:
     log = CallLog()
-    agent = deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         await wait_until_waiting(cli, workflow_id)
         outcome = await cli("deny", workflow_id, "d1", "--reason", "change freeze", "--by", "bob")
@@ -275,8 +282,8 @@ async def test_deferred_result(client: Client, cli: Cli) -> None:
     model = TestModel.with_responses(
         [tool_response(call("background", "b1", job="x")), text_response("all done")]
     )
-    registry.register(AgentBuilder(model).name(agent).tool(background).build())
-    async with new_worker(client) as worker:
+    spec = AgentBuilder(model).name(agent).tool(background).build()
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         report = await wait_until_waiting(cli, workflow_id)
         status = await cli("status", workflow_id)
@@ -296,8 +303,9 @@ async def test_deferred_result(client: Client, cli: Cli) -> None:
 
 
 async def test_resume_on_a_run_that_is_not_suspended_exits_1(client: Client, cli: Cli) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         await wait_until_waiting(cli, workflow_id)
         outcome = await cli("resume", workflow_id)
@@ -309,8 +317,9 @@ async def test_resume_on_a_run_that_is_not_suspended_exits_1(client: Client, cli
 
 
 async def test_suspend_at_then_resume(client: Client, cli: Cli) -> None:
-    agent = text_agent("resumed fine")
-    async with new_worker(client) as worker:
+    spec = text_agent("resumed fine")
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(
             cli, worker.task_queue, agent, "--suspend-at", "before_model_request"
         )
@@ -333,8 +342,9 @@ async def test_suspend_at_then_resume(client: Client, cli: Cli) -> None:
 
 
 async def test_suspend_signal_pauses_the_run(client: Client, cli: Cli) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         await wait_until_waiting(cli, workflow_id)
         suspended = await cli("suspend", workflow_id, "--reason", "hold on")
@@ -356,8 +366,9 @@ async def test_suspend_signal_pauses_the_run(client: Client, cli: Cli) -> None:
 
 
 async def test_checkpoints_list_the_nodes_in_order(client: Client, cli: Cli) -> None:
-    agent = text_agent("ok")
-    async with new_worker(client) as worker:
+    spec = text_agent("ok")
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         run = await cli("run", agent, "hi", "--wait", "--task-queue", worker.task_queue)
         workflow_id = run.out.splitlines()[0]
         table = await cli("checkpoints", workflow_id)
@@ -374,8 +385,9 @@ async def test_checkpoints_list_the_nodes_in_order(client: Client, cli: Cli) -> 
 
 
 async def test_list_finds_a_waiting_run(client: Client, cli: Cli) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         workflow_id = await start_run(cli, worker.task_queue, agent)
         await wait_until_waiting(cli, workflow_id)
         deadline = asyncio.get_running_loop().time() + 10  # visibility lags behind

@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.client import Client
 
 from durable_agent import AgentBuilder, CallDeferred, TestModel
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.temporal import (
     DEFAULT_TASK_QUEUE,
     AgentClient,
@@ -32,7 +33,6 @@ from durable_agent.temporal.client import (
     RunNotFound,
 )
 from durable_agent.temporal.devserver import DevServer
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import deploy_agent as shared_deploy_agent
@@ -59,11 +59,11 @@ class NotAnAgent:
         return "never"
 
 
-def text_agent(text: str) -> str:
+def text_agent(text: str) -> AgentSpec:
     return shared_text_agent(text, "client-text")
 
 
-def deploy_agent(log: CallLog) -> str:
+def deploy_agent(log: CallLog) -> AgentSpec:
     return shared_deploy_agent(log, "client-deploy")
 
 
@@ -80,8 +80,9 @@ def test_default_task_queue_is_the_packages() -> None:
 
 async def test_start_status_approve_result(client: Client) -> None:
     log = CallLog()
-    agent = deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         handle = await agents.start(agent, "ship it")
         await wait_for(handle, "waiting")
@@ -109,8 +110,9 @@ async def test_start_status_approve_result(client: Client) -> None:
 
 async def test_deny_and_a_second_decision(client: Client) -> None:
     log = CallLog()
-    agent = deploy_agent(log)
-    async with new_worker(client) as worker:
+    spec = deploy_agent(log)
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         handle = await agents.start(agent, "ship it", workflow_id=unique("wf"))
         await wait_for(handle, "waiting")
@@ -132,8 +134,8 @@ async def test_deferred_result(client: Client) -> None:
     model = TestModel.with_responses(
         [tool_response(call("background", "b1", job="x")), text_response("all done")]
     )
-    registry.register(AgentBuilder(model).name(agent).tool(background).build())
-    async with new_worker(client) as worker:
+    spec = AgentBuilder(model).name(agent).tool(background).build()
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await AgentClient(client, task_queue=worker.task_queue).start(agent, "go")
         await wait_for(handle, "waiting")
         view = await handle.status()
@@ -148,8 +150,9 @@ async def test_deferred_result(client: Client) -> None:
 
 
 async def test_suspend_at_resume_and_checkpoints(client: Client) -> None:
-    agent = text_agent("resumed fine")
-    async with new_worker(client) as worker:
+    spec = text_agent("resumed fine")
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         handle = await agents.start(agent, "hi", suspend_at=["before_model_request"])
         await wait_for(handle, "waiting")
@@ -169,8 +172,9 @@ async def test_suspend_at_resume_and_checkpoints(client: Client) -> None:
 
 
 async def test_resume_of_a_run_that_is_not_suspended_is_rejected(client: Client) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await AgentClient(client, task_queue=worker.task_queue).start(agent, "ship")
         await wait_for(handle, "waiting")
         with pytest.raises(Rejected) as rejected:
@@ -190,8 +194,9 @@ async def test_resume_of_a_run_that_is_not_suspended_is_rejected(client: Client)
 
 
 async def test_cancel_then_result_raises_run_failed(client: Client) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         handle = await AgentClient(client, task_queue=worker.task_queue).start(agent, "ship")
         await wait_for(handle, "waiting")
         await handle.cancel()
@@ -220,8 +225,9 @@ async def test_start_refuses_an_unknown_field_and_a_running_id(client: Client) -
 
 
 async def test_list_finds_a_waiting_run(client: Client) -> None:
-    agent = deploy_agent(CallLog())
-    async with new_worker(client) as worker:
+    spec = deploy_agent(CallLog())
+    agent = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         handle = await agents.start(agent, "ship")
         await wait_for(handle, "waiting")
@@ -307,7 +313,8 @@ async def test_too_many_updates_in_flight_are_retried(
     """The server takes ~10 updates in flight per workflow; the next is refused with
     RESOURCE_EXHAUSTED (after the SDK's own retries). The client retries until a worker
     drains them, and then gets the validator's answer."""
-    agent = deploy_agent(CallLog())
+    spec = deploy_agent(CallLog())
+    agent = spec.name
     queue = unique("busy")
     agents = AgentClient(client, task_queue=queue, timeout=60)
     handle = await agents.start(agent, "ship")
@@ -330,7 +337,7 @@ async def test_too_many_updates_in_flight_are_retried(
         assert not approval.done(), approval
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.2)
-    async with new_worker(client, task_queue=queue):
+    async with new_worker(client, task_queue=queue, agents=[spec]):
         with pytest.raises(Rejected) as rejected:
             await asyncio.wait_for(approval, 30)
         await asyncio.gather(*stuck, return_exceptions=True)

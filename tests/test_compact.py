@@ -28,6 +28,7 @@ from durable_agent import (
     UserPromptPart,
 )
 from durable_agent.engine.node_io import ToolApprovalNeeded, ToolRetry, ToolReturned
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.temporal import AgentWorkflow, WorkerRuntime, runtime_of
 from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.compaction.digest import EMPTY_DIGEST, HistoryDigest, extend_digest
@@ -40,7 +41,6 @@ from durable_agent.temporal.compaction.format import (
     unpack_tool_outcome,
 )
 from durable_agent.temporal.wire import HistoryRef, ModelRequestActivityInput
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, start_agent, unique
@@ -178,16 +178,14 @@ def lookup(key: int) -> str:
     return RESULT
 
 
-def lookup_agent(steps: int) -> str:
-    name = unique("compact")
+def lookup_agent(steps: int) -> AgentSpec:
     script = [tool_response(call("lookup", f"c{i}", key=i)) for i in range(steps)]
-    registry.register(
+    return (
         AgentBuilder(TestModel.with_responses([*script, text_response("done")]))
-        .name(name)
+        .name(unique("compact"))
         .tool(lookup)
         .build()
     )
-    return name
 
 
 def payloads(history: Any, kind: int, activity: str | None = None) -> list[str]:
@@ -212,8 +210,9 @@ async def run_lookups(
 ) -> tuple[Any, Any, PayloadCaches]:
     """A run on a worker of its own; its result and messages, its history, the worker's
     caches. `tool_returns_kept=0` is a worker that holds no tool result."""
-    name = lookup_agent(steps)
-    async with new_worker(client) as worker:
+    agent = lookup_agent(steps)
+    name = agent.name
+    async with new_worker(client, agents=[agent]) as worker:
         runtime = runtime_of(worker)
         if tool_returns_kept is not None:
             runtime.caches.tool_returns.max_returns = tool_returns_kept
@@ -268,9 +267,10 @@ async def test_a_worker_without_the_tool_result_reads_the_messages_back(client: 
 
 
 async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> None:
-    name = lookup_agent(1)
+    agent = lookup_agent(1)
+    name = agent.name
     runtime = WorkerRuntime()
-    runtime.hosting.agents = registry
+    runtime.agents.register(agent)
     first = ModelRequest(
         parts=[UserPromptPart(content=[TextContent(text="go")])], timestamp="t0", **STAMP
     )

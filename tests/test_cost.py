@@ -34,7 +34,6 @@ from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.wire import ApprovalSignal
-from tests.temporal_support import registry
 
 from .cli_support import cli_runner
 from .helpers import call
@@ -215,9 +214,9 @@ async def test_a_budget_that_covers_the_run_lets_it_finish() -> None:
 
 async def test_cost_on_temporal_in_result_status_and_checkpoints(client: Client) -> None:
     name = unique("priced")
-    registry.register(two_step_agent(name))
+    agent = two_step_agent(name)
     expected = table("openai", "gpt-4o", **FIRST) + table("openai", "gpt-4o", **SECOND)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         result = await handle.result()
         view = await handle.query(AgentWorkflow.status)
@@ -231,8 +230,7 @@ async def test_cost_on_temporal_in_result_status_and_checkpoints(client: Client)
 async def test_cost_limit_fails_a_run_on_temporal(client: Client) -> None:
     name = unique("budget")
     agent = two_step_agent(name, cost_limit=table("openai", "gpt-4o", **FIRST) * 1.5)
-    registry.register(agent)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         with pytest.raises(WorkflowFailureError) as raised:
             await handle.result()
@@ -259,9 +257,9 @@ async def test_status_list_and_inbox_show_the_cost(
 ) -> None:
     cli = cli_runner(dev_server.address, capsys)
     name = unique("shown")
-    registry.register(approval_agent(name))
+    agent = approval_agent(name)
     first = table("openai", "gpt-4o", **FIRST)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         await wait_for_status(handle, "waiting")
         status = await cli("status", handle.id)

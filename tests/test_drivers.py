@@ -31,11 +31,11 @@ from durable_agent.engine.spec import agent_tree
 from durable_agent.temporal import (
     AgentActivityConfig,
     AgentClient,
+    AgentRegistration,
     AgentWorkflow,
     ApprovalSignal,
     DeferredResultSignal,
 )
-from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, normalized, text_response, tool_response
 from .temporal_support import fast_activity, new_worker, start_agent, unique
@@ -345,10 +345,11 @@ async def run_on_temporal(client: Client, scenario: Scenario, name: str) -> Obse
     config = AgentActivityConfig(
         prepare_model_request=fast, model_request=fast, tool_call=fast, validate_output=fast
     )
-    for agent in agent_tree(scenario.build(name)):
-        registry.register(agent, config)
+    # Sub-agents first: each agent of the tree gets these options, not a parent's defaults.
+    tree = reversed(agent_tree(scenario.build(name)))
+    hosted = [AgentRegistration(agent, config) for agent in tree]
     error: tuple[str, str] | None = None
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted) as worker:
         handle = await start_agent(client, worker, name, scenario.prompt)
         pending = list(scenario.decisions)
         result_task = asyncio.ensure_future(handle.result())

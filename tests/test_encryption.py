@@ -47,8 +47,7 @@ from durable_agent.temporal.encryption import (
     generate_key,
     parse_keys,
 )
-from durable_agent.temporal.registry import AgentActivityConfig
-from tests.temporal_support import registry
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import fast_activity, free_port, new_worker, wait_for_status
@@ -137,7 +136,7 @@ def is_search_attribute(path: str) -> bool:
     return ".search_attributes." in path
 
 
-def marker_agent(name: str) -> Any:
+def marker_agent(name: str) -> AgentRegistration:
     attempts = {"lookup": 0}
 
     def lookup(query: str) -> str:
@@ -154,8 +153,7 @@ def marker_agent(name: str) -> Any:
     )
     agent = AgentBuilder(model).name(name).instructions("Be brief.").tool(lookup).build()
     fast_retry = fast_activity(initial_interval=0.1, maximum_interval=0.1, heartbeat=30)
-    registry.register(agent, AgentActivityConfig(tool_call=fast_retry))
-    return agent
+    return AgentRegistration(agent, AgentActivityConfig(tool_call=fast_retry))
 
 
 @dataclasses.dataclass
@@ -171,8 +169,8 @@ async def encrypted_run(dev_server: DevServer) -> EncryptedRun:
     """One agent run through an encrypting client and worker, shared by the history tests."""
     client = await encrypting_client(dev_server.address, CODEC_A)
     name = unique("secret")
-    marker_agent(name)
-    async with new_worker(client) as worker:
+    agent = marker_agent(name)
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(agent=name, prompt=f"find {MARKERS['prompt']}"),
@@ -274,10 +272,11 @@ async def test_rotation_mid_run_on_the_server(dev_server: DevServer) -> None:
     """A run started under key A resumes under B,A; afterwards a B-only client cannot read A."""
     name = unique("rotate")
     model = TestModel.with_responses([text_response(f"after rotation {MARKERS['result']}")])
-    registry.register(AgentBuilder(model).name(name).build())
+    agent = AgentBuilder(model).name(name).build()
     task_queue = unique("tq")
     client_a = await encrypting_client(dev_server.address, CODEC_A)
-    async with new_worker(client_a, task_queue, max_cached_workflows=0):  # no sticky queue
+    # max_cached_workflows=0: no sticky queue
+    async with new_worker(client_a, task_queue, max_cached_workflows=0, agents=[agent]):
         handle = await client_a.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(
@@ -292,7 +291,7 @@ async def test_rotation_mid_run_on_the_server(dev_server: DevServer) -> None:
         await wait_for_status(handle, "waiting")
 
     client_ba = await encrypting_client(dev_server.address, CODEC_BA)
-    async with new_worker(client_ba, task_queue):
+    async with new_worker(client_ba, task_queue, agents=[agent]):
         rotated = client_ba.get_workflow_handle_for(AgentWorkflow.run, handle.id)
         await rotated.signal(AgentWorkflow.resume, ResumeSignal())
         result = await rotated.result()
@@ -583,8 +582,8 @@ async def test_web_ui_shows_decrypted_input(
     server, _ = ui_with_codec
     client = await encrypting_client(server.address, CODEC_A)
     name = unique("ui-secret")
-    registry.register(AgentBuilder(TestModel.with_text("ok")).name(name).build())
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(TestModel.with_text("ok")).name(name).build()
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(agent=name, prompt=MARKERS["prompt"]),

@@ -32,10 +32,9 @@ from durable_agent import (
 )
 from durable_agent.cli.live import RunView
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentActivityConfig, AgentClient
+from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from durable_agent.temporal.client import NotAnAgentRun, RunNotFound
 from durable_agent.temporal.streams import StreamPastEnd
-from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor
 from .temporal_support import fast_activity, new_worker, unique, wait_for_status
@@ -70,9 +69,10 @@ def streaming_agent(
     return AgentBuilder(model).name(name).tool(tool, name="lookup").build()
 
 
-def register(agent: Any, **config: Any) -> None:
+def registration(agent: Any, **config: Any) -> AgentRegistration:
+    """`agent` with quick retries, and `config`."""
     fast = fast_activity()
-    registry.register(
+    return AgentRegistration(
         agent,
         AgentActivityConfig(
             prepare_model_request=fast,
@@ -104,9 +104,9 @@ async def collect(
 
 async def test_a_finished_run_replays_every_record_once_in_order(client: Client) -> None:
     name = unique("stream")
-    register(streaming_agent(name))
+    hosted = registration(streaming_agent(name))
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "weather?", task_queue=worker.task_queue)
         await handle.result()
         records = await collect(agents, handle.id)
@@ -128,9 +128,9 @@ async def test_a_finished_run_replays_every_record_once_in_order(client: Client)
 
 async def test_streaming_off_publishes_no_deltas_and_sends_no_signal(client: Client) -> None:
     name = unique("stream-off")
-    register(streaming_agent(name))
+    hosted = registration(streaming_agent(name))
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         on = await agents.start(name, "weather?", task_queue=worker.task_queue)
         off = await agents.start(
             name, "weather?", task_queue=worker.task_queue, stream_deltas=False
@@ -167,9 +167,9 @@ async def test_a_subscriber_joining_mid_run_and_one_reconnecting_see_each_record
             await reconnecting.wait()
         return lookup(city)
 
-    register(streaming_agent(name, steps=4, delay=0.04, tool=held))
+    hosted = registration(streaming_agent(name, steps=4, delay=0.04, tool=held))
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "weather?", task_queue=worker.task_queue)
         await wait_for_status(handle.handle, "running")
         while (await handle.status()).run_step < 1:
@@ -199,11 +199,11 @@ async def test_seq_is_contiguous_across_continue_as_new_and_checkpoints_span_the
     name = unique("stream-can")
     steps = 7
     agent = streaming_agent(name, steps=steps, delay=0.01)
-    register(agent, continue_as_new_after_steps=2)
+    hosted = registration(agent, continue_as_new_after_steps=2)
     executor = RecordingExecutor()
     await agent.with_executor(executor).run("weather?")
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "weather?", task_queue=worker.task_queue)
         live = asyncio.create_task(collect(agents, handle.id))
         plain = asyncio.create_task(_plain_subscriber(client, handle.id))
@@ -257,9 +257,9 @@ async def test_records_a_ui_needs_approvals_decisions_suspend_and_resume(client:
         [talking(1, "deploy", env="prod"), ModelResponse(parts=[TextPart(text="Deployed.")])]
     )
     agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    register(agent)
+    hosted = registration(agent)
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(
             name,
             "deploy",
@@ -300,9 +300,9 @@ async def test_records_a_ui_needs_approvals_decisions_suspend_and_resume(client:
 
 async def test_stream_of_bad_targets_and_seqs(client: Client) -> None:
     name = unique("stream-bad")
-    register(streaming_agent(name))
+    hosted = registration(streaming_agent(name))
     agents = AgentClient(client)
-    async with new_worker(client, workflows=[Elsewhere]) as worker:
+    async with new_worker(client, workflows=[Elsewhere], agents=[hosted]) as worker:
         with pytest.raises(RunNotFound, match="no workflow with id 'nope-"):
             await anext(agents.get(unique("nope")).stream())
         other = await client.start_workflow(
@@ -379,9 +379,9 @@ async def flaky_stream(
 async def test_a_retried_streamed_request_leaves_no_garbled_text(client: Client) -> None:
     name = unique("stream-retry")
     agent = AgentBuilder(FunctionModel(stream_function=flaky_stream)).name(name).build()
-    register(agent, delta_flush_interval=timedelta(milliseconds=50))
+    hosted = registration(agent, delta_flush_interval=timedelta(milliseconds=50))
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "forecast?", task_queue=worker.task_queue)
         view = RunView(handle.id)
         shown: list[str] = []
@@ -441,9 +441,9 @@ async def test_streaming_with_a_subscriber_keeps_history_within_1_5x_of_streamin
 ) -> None:
     steps = 15
     name = unique("stream-cost")
-    register(AgentBuilder(writer(steps, 0.12)).name(name).tool(lookup).build())
+    hosted = registration(AgentBuilder(writer(steps, 0.12)).name(name).tool(lookup).build())
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         on = await agents.start(name, "go", task_queue=worker.task_queue)
         read = await collect(agents, on.id)
         off = await agents.start(name, "go", task_queue=worker.task_queue, stream_deltas=False)
@@ -464,9 +464,9 @@ async def test_a_plain_subscriber_far_behind_crosses_continue_as_new_without_a_g
     what the slowest subscriber that polled lately has not read (up to 256 KiB)."""
     name = unique("stream-lag")
     agent = streaming_agent(name, steps=10, delay=0.0)
-    register(agent, continue_as_new_after_steps=3)
+    hosted = registration(agent, continue_as_new_after_steps=3)
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "weather?", task_queue=worker.task_queue)
         slow = asyncio.create_task(_plain_subscriber(client, handle.id, per_record=0.05))
         await handle.result()
@@ -495,7 +495,7 @@ async def test_a_plain_subscriber_of_a_waiting_run_reads_each_record_while_the_r
         ]
     )
     agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    register(agent)
+    hosted = registration(agent)
     agents = AgentClient(client)
     seen: list[AgentStreamRecord] = []
 
@@ -510,7 +510,7 @@ async def test_a_plain_subscriber_of_a_waiting_run_reads_each_record_while_the_r
         while sum(r.kind == kind for r in seen) < count:
             await asyncio.sleep(0.05)
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "deploy", task_queue=worker.task_queue)
         await wait_for_status(handle.handle, "waiting")
         subscriber = asyncio.create_task(subscribe())

@@ -19,9 +19,8 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, AgentStreamRecord
 from durable_agent.cli.live import RunView
 from durable_agent.models.openai import OpenAIChatModel
-from durable_agent.temporal import AgentActivityConfig, AgentClient
+from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from tests.support.openai_server import FakeOpenAIServer, TextReply
-from tests.temporal_support import registry
 
 from .temporal_support import fast_activity, new_worker, unique
 
@@ -39,10 +38,11 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
         assert fake.errors == [], "the fake itself crashed"
 
 
-def register(server: FakeOpenAIServer, name: str) -> None:
+def openai_agent(server: FakeOpenAIServer, name: str) -> AgentRegistration:
+    """A streaming OpenAI chat agent on `server`, with quick retries."""
     model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, stream=True)
     fast = fast_activity()
-    registry.register(
+    return AgentRegistration(
         AgentBuilder(model).name(name).build(),
         AgentActivityConfig(
             prepare_model_request=fast,
@@ -68,11 +68,11 @@ async def test_tokens_reach_a_subscriber_while_the_model_writes(
     client: Client, server: FakeOpenAIServer
 ) -> None:
     name = unique("openai-stream")
-    register(server, name)
+    agent = openai_agent(server, name)
     server.enqueue(TextReply(ANSWER, chunk_chars=6, chunk_delay=0.03))
     agents = AgentClient(client)
     received: list[tuple[float, AgentStreamRecord]] = []
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await agents.start(name, "write", task_queue=worker.task_queue)
         async for record in handle.stream(poll_interval=0.02):
             received.append((time.time(), record))
@@ -114,7 +114,7 @@ async def test_a_stream_cut_off_midway_is_retried_and_clients_drop_the_cut_text(
     client: Client, server: FakeOpenAIServer
 ) -> None:
     name = unique("openai-cut")
-    register(server, name)
+    agent = openai_agent(server, name)
     server.enqueue(
         TextReply(CUT, chunk_chars=5, chunk_delay=0.15, cut_after=3),
         TextReply(ANSWER, chunk_chars=12, chunk_delay=0.01),
@@ -122,7 +122,7 @@ async def test_a_stream_cut_off_midway_is_retried_and_clients_drop_the_cut_text(
     agents = AgentClient(client)
     view = RunView("")
     shown: list[str] = []
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await agents.start(name, "write", task_queue=worker.task_queue)
         records = []
         async for record in handle.stream(poll_interval=0.02):

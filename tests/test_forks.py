@@ -32,12 +32,12 @@ from durable_agent import (
     ToolReturnPart,
 )
 from durable_agent.cli.app import amain
-from durable_agent.temporal import AgentActivityConfig, AgentClient
+from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from durable_agent.temporal.client import AgentRunError, RunFailed
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.search_attributes import FORKED_FROM
 from durable_agent.temporal.wire import ResumeFrom
-from tests.temporal_support import client_knowing, registry
+from tests.temporal_support import client_knowing
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .temporal_support import activity_summaries, fast_activity, new_worker, unique
@@ -133,8 +133,8 @@ async def _failure(handle: Any) -> str:
 
 async def test_fork_at_every_boundary_redoes_nothing_before_it(client: Client) -> None:
     name, counts = unique("fork"), Counts()
-    registry.register(weather_agent(name, counts))
-    async with new_worker(client) as worker:
+    agent = weather_agent(name, counts)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?")
         expected = await source.result()
@@ -169,10 +169,10 @@ async def test_fork_at_every_boundary_redoes_nothing_before_it(client: Client) -
 
 async def test_fork_into_an_earlier_run_of_a_continued_chain(client: Client) -> None:
     name, counts = unique("fork-chain"), Counts()
-    registry.register(
+    agent = AgentRegistration(
         weather_agent(name, counts), AgentActivityConfig(continue_as_new_after_steps=1)
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?")
         expected = await source.result()
@@ -221,8 +221,8 @@ async def _delete_run(client: Client, workflow_id: str, run_id: str) -> None:
 
 async def test_fork_with_another_model_settings_and_instructions(client: Client) -> None:
     name, counts = unique("fork-override"), Counts()
-    registry.register(weather_agent(name, counts))
-    async with new_worker(client) as worker:
+    agent = weather_agent(name, counts)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?")
         await source.result()
@@ -238,7 +238,7 @@ async def test_fork_with_another_model_settings_and_instructions(client: Client)
         records = [record async for record in fork.stream()]
         # A name the agent does not allow is refused before anything starts by a client that
         # knows the agent (a worker refuses it too, tests/test_provider_workflows.py).
-        knowing = AgentClient(await client_knowing(client, name), task_queue=worker.task_queue)
+        knowing = AgentClient(await client_knowing(client, agent), task_queue=worker.task_queue)
         with pytest.raises(
             InvalidInput, match=r"no allowed model named 'huge' \(allowed: strong\)"
         ):
@@ -256,8 +256,8 @@ async def test_fork_with_another_model_settings_and_instructions(client: Client)
 
 async def test_fork_a_running_and_then_a_cancelled_source(client: Client) -> None:
     name, counts = unique("fork-live"), Counts()
-    registry.register(weather_agent(name, counts))
-    async with new_worker(client) as worker:
+    agent = weather_agent(name, counts)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(
             name, "Weather in Paris?", suspend_at=[AgentExecutionNode.TOOL_CALL]
@@ -288,9 +288,8 @@ async def test_fork_a_running_and_then_a_cancelled_source(client: Client) -> Non
 
 async def test_bad_sources_fail_at_once_and_run_nothing(client: Client) -> None:
     name, other, counts = unique("fork-bad"), unique("fork-other"), Counts()
-    registry.register(weather_agent(name, counts))
-    registry.register(weather_agent(other, counts))
-    async with new_worker(client) as worker:
+    hosted = [weather_agent(name, counts), weather_agent(other, counts)]
+    async with new_worker(client, agents=hosted) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?")
         await source.result()
@@ -333,11 +332,11 @@ async def test_bad_sources_fail_at_once_and_run_nothing(client: Client) -> None:
 async def test_retry_after_the_tool_is_fixed_pays_only_for_what_failed(client: Client) -> None:
     name, counts = unique("retry"), Counts()
     counts.broken = True
-    registry.register(
+    agent = AgentRegistration(
         weather_agent(name, counts),
         AgentActivityConfig(tool_call=fast_activity(maximum_attempts=2)),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?")
         failure = await _failure(source)
@@ -374,12 +373,12 @@ async def test_retry_after_the_tool_is_fixed_pays_only_for_what_failed(client: C
 async def test_retry_takes_a_new_id_when_the_server_refuses_the_old_one(client: Client) -> None:
     name, counts = unique("retry-id"), Counts()
     counts.broken = True
-    registry.register(
+    agent = AgentRegistration(
         weather_agent(name, counts),
         AgentActivityConfig(tool_call=fast_activity(maximum_attempts=1)),
     )
     complete = [AgentExecutionNode.RUN_COMPLETE]
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         source = await agents.start(name, "Weather in Paris?", suspend_at=complete)
         await _failure(source)
@@ -432,13 +431,13 @@ async def test_cli_fork_retry_and_list(
     client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name, counts = unique("fork-cli"), Counts()
-    registry.register(
+    agent = AgentRegistration(
         weather_agent(name, counts),
         AgentActivityConfig(tool_call=fast_activity(maximum_attempts=1)),
     )
 
     with structlog.testing.capture_logs():
-        async with new_worker(client) as worker:
+        async with new_worker(client, agents=[agent]) as worker:
             queue = worker.task_queue
             agents = AgentClient(client, task_queue=queue)
             source = await agents.start(name, "Weather in Paris?")
@@ -532,10 +531,10 @@ async def test_a_fork_that_resumes_into_a_wait_records_its_first_boundary(
     """Issue 26, item 3: a fork of a run waiting for approval waits too, and its first
     boundary is a checkpoint of its own: listed, forkable, and what a retry goes on from."""
     name, counts = unique("fork-wait"), Counts()
-    registry.register(approval_agent(name, counts))
+    agent = approval_agent(name, counts)
 
     with structlog.testing.capture_logs():
-        async with new_worker(client) as worker:
+        async with new_worker(client, agents=[agent]) as worker:
             queue = worker.task_queue
             agents = AgentClient(client, task_queue=queue)
             source = await agents.start(name, "Deploy")
@@ -585,11 +584,13 @@ async def test_a_fork_reads_the_run_it_was_made_from_even_after_a_new_run_takes_
     Here nothing polls while the source is terminated and its id given to another run; once
     a worker is back, the fork still goes on from the run it was made from."""
     name, counts = unique("fork-pinned"), Counts()
-    registry.register(approval_agent(name, counts))
     other = unique("fork-pinned-other")
-    registry.register(AgentBuilder(TestModel.with_text("other")).name(other).build())
+    hosted = [
+        approval_agent(name, counts),
+        AgentBuilder(TestModel.with_text("other")).name(other).build(),
+    ]
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted) as worker:
         queue = worker.task_queue
         agents = AgentClient(client, task_queue=queue)
         source = await agents.start(name, "Deploy")
@@ -598,7 +599,7 @@ async def test_a_fork_reads_the_run_it_was_made_from_even_after_a_new_run_takes_
     fork = await agents.get(source.id).fork(workflow_id=f"{source.id}-f")
     await source.handle.terminate("replaced")
     replacement = await agents.start(other, "hello", workflow_id=source.id)
-    async with new_worker(client, task_queue=queue):
+    async with new_worker(client, task_queue=queue, agents=hosted):
         assert (await replacement.result()).output == "other"
         await until_waiting(fork)
         await fork.approve("d1", by="alice")

@@ -39,11 +39,11 @@ from durable_agent.models import AgentInfo
 from durable_agent.temporal import (
     AgentActivityConfig,
     AgentClient,
+    AgentRegistration,
     AgentWorkflow,
     ApprovalSignal,
 )
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import (
@@ -94,8 +94,8 @@ async def test_out_of_range_approval_timeout_fails_the_run_with_invalid_input(
     client: Client, timeout: float
 ) -> None:
     name = unique("timeout")
-    registry.register(AgentBuilder(TestModel.with_text("ok")).name(name).build())
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(TestModel.with_text("ok")).name(name).build()
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go", approval_timeout_seconds=timeout)
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 20)
@@ -166,11 +166,11 @@ async def test_unserialisable_result_runs_the_tool_once_and_fails_the_run(
 
     name = unique("opaque")
     model = TestModel.with_responses([tool_response(call("opaque", "o1")), text_response("x")])
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(model).name(name).tool(opaque).build(),
         AgentActivityConfig(tool_call=fast_activity(initial_interval=0.05)),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 20)
@@ -197,10 +197,8 @@ async def test_invalid_override_arguments_are_rejected_before_the_approval_is_sp
     model = TestModel.with_responses(
         [tool_response(call("scale", "s1", service="api", replicas=2)), text_response("done")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
-    )
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "scale it")
         await wait_for_status(handle, "waiting")
         bad = ApprovalSignal(
@@ -315,10 +313,8 @@ async def test_cancel_clears_the_waiting_search_attributes(client: Client) -> No
     def scale(replicas: int) -> str:
         return str(replicas)
 
-    registry.register(
-        AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
-    )
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         await wait_for_status(handle, "waiting")
         await handle.cancel()
@@ -349,13 +345,13 @@ async def test_many_parallel_sync_tools_each_run_once_within_their_timeout(clien
     model = TestModel.with_responses(
         [tool_response(*(call("slow", f"s{i}", n=i) for i in range(count))), text_response("ok")]
     )
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(model).name(name).tool(slow).build(),
         AgentActivityConfig(
             tool_call=fast_activity(start_to_close=2.5, heartbeat=None, maximum_attempts=1)
         ),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "ok"
@@ -370,10 +366,8 @@ async def test_status_of_a_terminated_run_reports_its_real_end(client: Client) -
     def scale(replicas: int) -> str:
         return str(replicas)
 
-    registry.register(
-        AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
-    )
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         run = await agents.start(name, "go")
         await wait_for_status(run.handle, "waiting")

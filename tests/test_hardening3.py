@@ -23,11 +23,11 @@ from temporalio.exceptions import ApplicationError
 from durable_agent import AgentBuilder, InvalidInput, TestModel, ToolApprovalDecision
 from durable_agent.cli.app import amain
 from durable_agent.contract.decisions import read_deferred_response
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.temporal import AgentClient, DurableAgentPlugin
 from durable_agent.temporal.client import Rejected
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.storage import external_storage_from_env
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, unique
@@ -42,7 +42,7 @@ def _quiet() -> object:
         yield
 
 
-def deploy_agent(prefix: str = "h3") -> str:
+def deploy_agent(prefix: str = "h3") -> AgentSpec:
     def deploy(env: str) -> str:
         return f"deployed to {env}"
 
@@ -50,10 +50,7 @@ def deploy_agent(prefix: str = "h3") -> str:
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
-    return name
+    return AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
 
 
 async def until(handle: object, status: str) -> None:
@@ -97,11 +94,11 @@ async def test_a_prompt_of_a_million_characters_comes_from_a_file_or_stdin(
     client: Client, dev_server: DevServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = unique("h3-long")
-    registry.register(AgentBuilder(TestModel.with_text("read it")).name(name).build())
+    agent = AgentBuilder(TestModel.with_text("read it")).name(name).build()
     prompt = "x" * 999_999 + "!"
     task = tmp_path / "task.md"
     task.write_text(prompt + "\n")
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         queue = worker.task_queue
         common = ["--address", dev_server.address, "--task-queue", queue, "--json"]
         from_file = await amain(["run", name, "--prompt-file", str(task), *common])
@@ -140,8 +137,9 @@ def test_run_without_a_prompt_is_a_usage_error() -> None:
 async def test_an_empty_denial_reason_is_refused_by_the_cli_and_the_client(
     client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    name = deploy_agent()
-    async with new_worker(client) as worker:
+    spec = deploy_agent()
+    name = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         run = await agents.start(name, "ship")
         await until(run, "waiting")
@@ -197,8 +195,8 @@ async def test_chat_leaves_the_call_waiting_at_ctrl_d_and_asks_again_at_a_bare_e
     from .test_sessions import Echo, echo_agent
 
     name = unique("h3-chat")
-    registry.register(echo_agent(name, Echo()))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, Echo())
+    async with new_worker(client, agents=[agent]) as worker:
         queue = worker.task_queue
         # A bare Enter at the approval question asks again; end of input (Ctrl-D) leaves.
         monkeypatch.setattr("sys.stdin", io.StringIO("deploy\n\n"))
@@ -271,8 +269,9 @@ async def test_sample_agents_answer_the_latest_prompt() -> None:
 async def test_watch_shows_steering_messages(
     client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    name = deploy_agent("h3-steer")
-    async with new_worker(client) as worker:
+    spec = deploy_agent("h3-steer")
+    name = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
         queue = worker.task_queue
         agents = AgentClient(client, task_queue=queue)
         run = await agents.start(name, "ship")
@@ -297,8 +296,8 @@ async def test_an_idle_timeout_out_of_range_fails_the_run_and_the_status_query_a
     client: Client, idle: float
 ) -> None:
     name = unique("h3-idle")
-    registry.register(AgentBuilder(TestModel.with_text("hi")).name(name).build())
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(TestModel.with_text("hi")).name(name).build()
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         with pytest.raises(InvalidInput, match="idle_timeout_seconds"):
             await agents.start(name, "", session=True, idle_timeout_seconds=idle)
@@ -341,8 +340,8 @@ async def test_status_of_a_run_with_a_large_payload_finds_the_dev_stack_storage(
     )
     name = unique("h3-big")
     big = "y" * 100_000
-    registry.register(AgentBuilder(TestModel.with_text(big)).name(name).build())
-    async with new_worker(stored) as worker:
+    agent = AgentBuilder(TestModel.with_text(big)).name(name).build()
+    async with new_worker(stored, agents=[agent]) as worker:
         run = await AgentClient(stored, task_queue=worker.task_queue).start(name, "go")
         await run.result()
         argv = ["status", run.id, "--json", "--address", dev_server.address]

@@ -35,6 +35,7 @@ from durable_agent import (
     ToolCallPart,
     ToolReturnPart,
 )
+from durable_agent.engine.spec import AgentSpec
 from durable_agent.inbox import InboxSettings, create_app
 from durable_agent.inbox.auth import User, UserDirectory, hash_password
 from durable_agent.inbox.server import InboxServer
@@ -45,7 +46,6 @@ from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
 from durable_agent.temporal.signing import ApprovalKeys
 from durable_agent.temporal.wire import ApprovalSignal
-from tests.temporal_support import registry
 
 from .temporal_support import new_worker, start_agent, wait_for_status
 
@@ -103,29 +103,26 @@ class Agents:
             """Ask the data team for a report; it arrives later."""
             raise CallDeferred("the data team sends it")
 
-        registry.register(
+        self.hosted: list[AgentSpec] = [
             AgentBuilder(FunctionModel(_script("deploy", {"env": "prod", "replicas": 2}, "d1")))
             .name(self.deployer)
             .instructions("You deploy carefully.")
             .tool(deploy)
             .approval_required_tools(["deploy"])
             .approvers({"deploy": ["alice", "ops"]})
-            .build()
-        )
-        registry.register(
+            .build(),
             AgentBuilder(FunctionModel(_script("fetch_report", {"day": "monday"}, "r1")))
             .name(self.reporter)
             .tool(fetch_report)
-            .build()
-        )
-        registry.register(
+            .build(),
             AgentBuilder(FunctionModel(_deploy_twice))
             .name(self.twice)
             .tool(deploy)
             .approval_required_tools(["deploy"])
             .approvers({"deploy": ["alice"]})
-            .build()
-        )
+            .build(),
+        ]
+        """The three agents, for the worker to host."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -243,7 +240,10 @@ async def test_an_approver_sees_the_waiting_call_and_approves_it(
     client: Client, dev_server: DevServer, browser: Any, users: UserDirectory
 ) -> None:
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         page = await login(browser, url, "alice")
         await page.wait_for_selector("[data-testid=empty]")
         handle = await deploy_run(client, worker, agents)  # appears without a reload
@@ -286,7 +286,10 @@ async def test_a_list_asked_for_before_a_decision_does_not_swap_its_answer_away(
     """The list polls every half second here; one poll is held in the browser until the
     approval's answer is on the page, then let through: the confirmation must stay."""
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         page, run = await open_card(browser, url, "alice", handle)
         held, decided, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
@@ -327,7 +330,10 @@ async def test_a_list_that_comes_back_while_a_decision_is_sent_does_not_swap_its
     (a busy server): swapped in, it would replace the card the approval's answer is meant
     for, and the confirmation would go to a card no longer on the page."""
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         page, run = await open_card(browser, url, "alice", handle)
         held, posting, polls = asyncio.Event(), asyncio.Event(), 0
@@ -379,7 +385,10 @@ async def test_a_confirmation_stays_a_while_after_its_run_has_left_the_list(
     """Approved, the run goes on and finishes: the next list no longer holds it, yet its
     card and confirmation stay on the page for a few seconds (read, not flashed), then go."""
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         page, run = await open_card(browser, url, "alice", handle)
         await run.locator("[data-testid=approve]").click()
@@ -406,7 +415,10 @@ async def test_a_confirmation_stays_on_the_card_of_the_runs_next_call(
     """Approved, the run asks for its next approval: the list's new card for it shows the
     new call and, for a few seconds, the confirmation of the one just decided."""
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await start_agent(
             client, worker, agents.twice, "ship it", approval_timeout_seconds=3600
         )
@@ -428,7 +440,10 @@ async def test_a_non_approver_gets_no_usable_button_and_a_forged_post_is_refused
     client: Client, browser: Any, users: UserDirectory
 ) -> None:
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         page, run = await open_card(browser, url, "bob", handle)
         assert await run.locator("[data-testid=approve]").is_disabled()
@@ -466,7 +481,10 @@ async def test_a_denial_needs_a_reason_and_the_reason_reaches_the_model(
     client: Client, browser: Any, users: UserDirectory
 ) -> None:
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         # carol is an approver through the ops group
         page, run = await open_card(browser, url, "carol", handle)
@@ -500,7 +518,10 @@ async def test_bad_arguments_a_second_click_and_a_deferred_result(
     client: Client, browser: Any, users: UserDirectory
 ) -> None:
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         page = await login(browser, url, "alice")
         stale = await login(browser, url, "carol")
@@ -564,7 +585,10 @@ async def test_login_and_csrf_are_enforced(
     client: Client, browser: Any, users: UserDirectory
 ) -> None:
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         context = await browser.new_context()
         anonymous = context.request
@@ -612,7 +636,7 @@ async def test_a_trusted_header_is_the_identity_and_without_it_nothing_is_shown(
 ) -> None:
     agents = Agents()
     async with (
-        new_worker(client) as worker,
+        new_worker(client, agents=agents.hosted) as worker,
         serving(
             client,
             worker,
@@ -656,7 +680,7 @@ async def test_the_inbox_signs_for_a_worker_that_requires_signatures(
     )
     agents = Agents()
     async with (
-        new_worker(keyed) as worker,
+        new_worker(keyed, agents=agents.hosted) as worker,
         serving(keyed, worker, agents, users, approval_keys=keys) as url,
     ):
         handle = await deploy_run(keyed, worker, agents)
@@ -674,7 +698,10 @@ async def test_the_inbox_signs_for_a_worker_that_requires_signatures(
 async def test_screenshot_of_the_inbox(client: Client, browser: Any, users: UserDirectory) -> None:
     """The picture in the README (tests/artifacts/inbox.png; copied to docs/ by hand)."""
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         deploy = await deploy_run(client, worker, agents)
         report = await start_agent(client, worker, agents.reporter, "monday's sales report")
         await wait_for_status(report, "waiting")
@@ -693,7 +720,10 @@ async def test_a_suspended_run_is_resumed_from_the_inbox(
     client: Client, browser: Any, users: UserDirectory
 ) -> None:
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await start_agent(
             client, worker, agents.deployer, "ship it", suspend_at=["before_model_request"]
         )
@@ -720,7 +750,10 @@ async def test_an_unknown_run_or_call_is_answered_with_what_is_true(
     was a 502), and one for a call id the run never had is a 404 naming it (it said
     someone had decided it); a deferred result that is not JSON is refused as by the CLI."""
     agents = Agents()
-    async with new_worker(client) as worker, serving(client, worker, agents, users) as url:
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
         handle = await deploy_run(client, worker, agents)
         page, _ = await open_card(browser, url, "alice", handle)
         token = await csrf_of(page)
@@ -749,8 +782,8 @@ async def test_a_sub_agents_call_shows_once_under_its_top_level_run_and_is_appro
 ) -> None:
     agents = Agents()
     lead_name = f"inbox-lead-{uuid.uuid4().hex[:6]}"
-    deployer = registry.get(agents.deployer).agent
-    registry.register(
+    deployer = next(agent for agent in agents.hosted if agent.name == agents.deployer)
+    lead = (
         AgentBuilder(FunctionModel(_script(agents.deployer, {"prompt": "ship v3"}, "L1")))
         .name(lead_name)
         .subagent(deployer)
@@ -758,7 +791,7 @@ async def test_a_sub_agents_call_shows_once_under_its_top_level_run_and_is_appro
     )
     # The inbox is told of the sub-agent too: its own run must still not get a card.
     names = (lead_name, agents.deployer)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[*agents.hosted, lead]) as worker:
         settings = InboxSettings(secret="s" * 40, users=users, poll_seconds=0.5, agents=names)
         inbox_client = AgentClient(client, task_queue=worker.task_queue)
         async with InboxServer(create_app(inbox_client, settings), "127.0.0.1", 0) as server:

@@ -29,7 +29,6 @@ from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
 from durable_agent.temporal.signing import ENV_VAR, ApprovalKeys
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import free_port, new_worker, start_agent, wait_for_status
@@ -151,7 +150,7 @@ async def test_durable_agent_approve_signs_with_the_key(
         return "deployed"
 
     name = f"cli-signed-{uuid.uuid4().hex[:6]}"
-    registry.register(
+    agent = (
         AgentBuilder(
             TestModel.with_responses(
                 [tool_response(call("deploy", "d1", env="prod")), text_response("ok")]
@@ -163,7 +162,7 @@ async def test_durable_agent_approve_signs_with_the_key(
         .approvers({"deploy": ["ops"]})
         .build()
     )
-    async with new_worker(keyed) as worker:
+    async with new_worker(keyed, agents=[agent]) as worker:
         handle = await start_agent(keyed, worker, name, "ship")
         await wait_for_status(handle, "waiting")
         base = ["--address", dev_server.address, "--task-queue", worker.task_queue]

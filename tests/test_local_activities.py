@@ -19,6 +19,7 @@ from temporalio.workflow import ActivityConfig
 from durable_agent import AgentBuilder, TestModel, UserError
 from durable_agent.temporal import (
     AgentActivityConfig,
+    AgentRegistration,
     AgentWorkflow,
     ApprovalSignal,
 )
@@ -27,7 +28,6 @@ from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import (
     new_replayer,
     new_worker,
-    registry,
     start_agent,
     unique,
     wait_for_status,
@@ -54,7 +54,9 @@ def local_markers(history: WorkflowHistory) -> int:
     )
 
 
-def deploying_agent(log: CallLog, activities: AgentActivityConfig | None = None) -> str:
+def deploying_agent(
+    log: CallLog, activities: AgentActivityConfig | None = None
+) -> AgentRegistration:
     def deploy(env: str) -> str:
         log.record("deploy", env=env)
         return f"deployed to {env}"
@@ -64,8 +66,7 @@ def deploying_agent(log: CallLog, activities: AgentActivityConfig | None = None)
     )
     name = unique("local")
     agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"])
-    registry.register(agent.build(), activities)
-    return name
+    return AgentRegistration(agent.build(), activities or AgentActivityConfig())
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -127,12 +128,13 @@ def test_one_node_name_is_read_as_one_node_and_local_options_keep_only_what_they
 
 
 async def test_local_nodes_give_the_same_run_with_two_tasks_fewer(client: Client) -> None:
-    names = {
+    hosted = {
         "activities": deploying_agent(CallLog()),
         "local": deploying_agent(CallLog(), LOCAL),
     }
+    names = {kind: registration.agent.name for kind, registration in hosted.items()}
     runs: dict[str, Any] = {}
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=list(hosted.values())) as worker:
         for kind, name in names.items():
             handle = await start_agent(client, worker, name, "ship it")
             await wait_for_status(handle, "waiting")
@@ -167,10 +169,9 @@ async def test_local_nodes_give_the_same_run_with_two_tasks_fewer(client: Client
     assert workflow_tasks[1] < workflow_tasks[0], workflow_tasks
     # a replayer configured either way replays both
     for activities in (AgentActivityConfig(), LOCAL):
-        for name in names.values():
-            registry.register(registry.get(name).agent, activities, replace=True)
+        agents = [AgentRegistration(h.agent, activities) for h in hosted.values()]
         for history in (regular_history, local_history):
-            await new_replayer().replay_workflow(history)
+            await new_replayer(agents=agents).replay_workflow(history)
 
 
 @pytest.mark.parametrize("started_local", [True, False], ids=["turned-off", "turned-on"])
@@ -181,14 +182,15 @@ async def test_a_waiting_run_keeps_its_kind_when_the_option_changes(
     before, after = (
         (LOCAL, AgentActivityConfig()) if started_local else (AgentActivityConfig(), LOCAL)
     )
-    name = deploying_agent(log, before)
-    async with new_worker(client) as worker:
+    first = deploying_agent(log, before)
+    name = first.agent.name
+    async with new_worker(client, agents=[first]) as worker:
         queue = worker.task_queue
         handle = await start_agent(client, worker, name, "ship it")
         await wait_for_status(handle, "waiting")
-    registry.register(registry.get(name).agent, after, replace=True)
+    changed = AgentRegistration(first.agent, after)
     # a new worker has none of the run cached: it replays the run from its start
-    async with new_worker(client, task_queue=queue):
+    async with new_worker(client, task_queue=queue, agents=[changed]):
         await handle.signal(
             AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
         )
@@ -213,4 +215,4 @@ async def test_a_waiting_run_keeps_its_kind_when_the_option_changes(
             "model_request",
         ]
     assert local_markers(history) == 1
-    await new_replayer().replay_workflow(history)
+    await new_replayer(agents=[changed]).replay_workflow(history)

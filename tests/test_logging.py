@@ -14,7 +14,6 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.cli.logs import configure_logging
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status
@@ -43,11 +42,9 @@ async def test_json_records_and_replay_safe_workflow_logs(
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("done")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     # No workflow cache: every workflow task replays the whole history from the start.
-    async with new_worker(client, max_cached_workflows=0) as worker:
+    async with new_worker(client, max_cached_workflows=0, agents=[agent]) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(agent=name, prompt="ship"),

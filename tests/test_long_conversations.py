@@ -39,13 +39,13 @@ from durable_agent.engine.history_processors import keep_last_messages
 from durable_agent.models import AgentInfo
 from durable_agent.temporal import (
     AgentActivityConfig,
+    AgentRegistration,
     AgentWorkflow,
     ApprovalSignal,
     DurableAgentPlugin,
 )
 from durable_agent.temporal.devserver import DevServer, temporal_cli
 from durable_agent.temporal.storage import external_storage_from_env
-from tests.temporal_support import registry
 
 from .temporal_support import fast_activity, free_port, new_worker, start_agent, unique
 from .temporal_support import wait_for_status as wait_status
@@ -79,7 +79,7 @@ def conversation_model(steps: int, seen: list[int]) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def register_agent(name: str, steps: int, seen: list[int], **builder: Any) -> None:
+def conversation_agent(name: str, steps: int, seen: list[int], **builder: Any) -> AgentRegistration:
     async def step(n: int) -> str:
         return f"step {n} ok " + "x" * 300
 
@@ -95,7 +95,7 @@ def register_agent(name: str, steps: int, seen: list[int], **builder: Any) -> No
     )
     for processor in builder.get("processors", []):
         agent = agent.history_processor(processor)
-    registry.register(
+    return AgentRegistration(
         agent.build(),
         AgentActivityConfig(model_request=FAST, tool_call=FAST, continue_as_new_after_steps=3),
     )
@@ -215,10 +215,10 @@ async def test_a_run_finishes_after_its_earlier_runs_are_deleted(
     name = unique(f"retention-{kind}")
     seen: list[int] = []
     steps = 7
-    register_agent(name, steps, seen)
+    agent = conversation_agent(name, steps, seen)
     async with storage_client(dev_server, kind, tmp_path, threshold=2_000) as (client, _storage):
         task_queue = unique("tq")
-        async with new_worker(client, task_queue) as worker:
+        async with new_worker(client, task_queue, agents=[agent]) as worker:
             handle = await start_agent(client, worker, name, PROMPT)
             view = await wait_status(handle, "waiting", timeout=60)
             assert view.continued_as_new >= 2
@@ -227,7 +227,7 @@ async def test_a_run_finishes_after_its_earlier_runs_are_deleted(
         # The handle from the start follows the chain from its first run, which is gone.
         # A new worker: its history cache is empty, so the run's history is read back.
         handle = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
-        async with new_worker(client, task_queue):
+        async with new_worker(client, task_queue, agents=[agent]):
             await handle.execute_update(
                 AgentWorkflow.submit_approval,
                 ApprovalSignal(tool_call_id="deploy_1", approved=True, decided_by="alice"),
@@ -259,7 +259,7 @@ async def test_a_continuation_over_the_payload_limit_fails_clearly(client: Clien
             parts=[ToolCallPart(id=f"d{done}", name="dump", arguments={"n": done})]
         )
 
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(FunctionModel(respond))
         .name(name)
         .tool(dump)
@@ -268,7 +268,7 @@ async def test_a_continuation_over_the_payload_limit_fails_clearly(client: Clien
         .build(),
         AgentActivityConfig(model_request=FAST, tool_call=FAST, continue_as_new_after_steps=9),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "dump")
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 120)
@@ -301,7 +301,7 @@ async def test_a_history_processor_bounds_what_the_model_sees_and_what_crosses(
             )
         return ModelResponse(parts=[TextPart(text="done")])
 
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(FunctionModel(respond))
         .name(name)
         .tool(step)
@@ -310,7 +310,7 @@ async def test_a_history_processor_bounds_what_the_model_sees_and_what_crosses(
         .build(),
         AgentActivityConfig(model_request=FAST, tool_call=FAST, continue_as_new_after_steps=3),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         result = await asyncio.wait_for(handle.result(), 60)
         latest = await handle.query(AgentWorkflow.latest_checkpoint)

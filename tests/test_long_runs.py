@@ -28,9 +28,8 @@ from durable_agent.models import AgentInfo
 from durable_agent.temporal import AgentWorkflow, ApprovalSignal, DurableAgentPlugin, runtime_of
 from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import AgentActivityConfig
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from durable_agent.temporal.storage import external_storage_from_env
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import (
@@ -124,12 +123,12 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
 ) -> None:
     name = unique("can")
     caches: list[PayloadCaches] = []
-    registry.register(
+    agent = AgentRegistration(
         long_agent(name, 12, then_deploy=True, clear_cache_at=9, caches=caches),
         AgentActivityConfig(model_request=FAST, tool_call=FAST),
     )
     client = await connect(small_history_server.address)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         runtime = runtime_of(worker)
         caches.append(runtime.caches)
         handle = await start_agent(client, worker, name, "work")
@@ -164,11 +163,11 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
 
 async def test_continue_as_new_after_configured_steps(client: Client) -> None:
     name = unique("steps")
-    registry.register(
+    agent = AgentRegistration(
         long_agent(name, 30),
         AgentActivityConfig(model_request=FAST, tool_call=FAST, continue_as_new_after_steps=10),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "work")
         result = await asyncio.wait_for(handle.result(), 120)
         view = await handle.query(AgentWorkflow.status)
@@ -193,11 +192,11 @@ async def test_five_hundred_tool_calls_in_one_response_with_bounded_fan_out(clie
 
     calls = [call("work", f"w{i}", n=i) for i in range(500)]
     model = TestModel.with_responses([tool_response(*calls), text_response("all 500 done")])
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(model).name(name).tool(work).build(),
         AgentActivityConfig(tool_call=FAST, max_concurrent_tool_activities=8),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "fan out")
         result = await asyncio.wait_for(handle.result(), 240)
     assert result.output == "all 500 done"
@@ -213,7 +212,7 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
         return "x" * 50_000
 
     model = TestModel.with_responses([tool_response(call("dump", "big_1")), text_response("ok")])
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(model)
         .name(name)
         .tool(dump)
@@ -221,7 +220,7 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
         .build(),
         AgentActivityConfig(tool_call=FAST),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "dump")
         if mode == "truncate":
             result = await asyncio.wait_for(handle.result(), 30)
@@ -273,7 +272,7 @@ async def test_history_bytes_stay_linear_across_continue_as_new(
     measured = {}
     for steps in (100, 500):
         name = unique(f"linear{steps}")
-        registry.register(
+        agent = AgentRegistration(
             AgentBuilder(stepping_model(steps))
             .name(name)
             .tool(quarter_kb_step, name="step")
@@ -283,7 +282,7 @@ async def test_history_bytes_stay_linear_across_continue_as_new(
                 model_request=FAST, tool_call=FAST, continue_as_new_after_steps=150
             ),
         )
-        async with new_worker(stored) as worker:
+        async with new_worker(stored, agents=[agent]) as worker:
             handle = await start_agent(stored, worker, name, "work")
             await asyncio.wait_for(handle.result(), 600)
         measured[steps] = await chain_bytes(stored, handle)
@@ -322,11 +321,11 @@ async def test_five_thousand_step_run(client: Client, tmp_path: Path) -> None:
         .usage_limits(UsageLimits(request_limit=None))
         .build()
     )
-    registry.register(agent, AgentActivityConfig(model_request=FAST, tool_call=FAST))
+    hosted = AgentRegistration(agent, AgentActivityConfig(model_request=FAST, tool_call=FAST))
     # The run carries its conversation across continue-as-new; at thousands of steps that is
     # more than one payload holds, so it goes to external storage (the local file driver).
     stored = await storage_client(client, tmp_path)
-    async with new_worker(stored, max_concurrent_activities=8) as worker:
+    async with new_worker(stored, max_concurrent_activities=8, agents=[hosted]) as worker:
         handle = await start_agent(stored, worker, name, "a long job")
         result = await asyncio.wait_for(handle.result(), 1500)
         view = await handle.query(AgentWorkflow.status)

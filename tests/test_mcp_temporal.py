@@ -22,13 +22,13 @@ from durable_agent import AgentBuilder, TestModel
 from durable_agent.mcp import MCPServerStdio
 from durable_agent.temporal import (
     AgentActivityConfig,
+    AgentRegistration,
     AgentWorkflow,
     ApprovalSignal,
     DurableAgentPlugin,
     runtime_of,
 )
 from durable_agent.temporal.toolsets import ToolsetStartupError
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import ROOT, DemoServer, http, http_server, wait_until_gone
@@ -48,10 +48,9 @@ FAST = AgentActivityConfig(
 )
 
 
-def register(builder: AgentBuilder[str], name: str) -> str:
-    agent = builder.name(unique(name)).build()
-    registry.register(agent, FAST, replace=True)
-    return agent.name
+def mcp_agent(builder: AgentBuilder[str], name: str) -> AgentRegistration:
+    """The agent `builder` builds, under a unique `name`, with quick retries."""
+    return AgentRegistration(builder.name(unique(name)).build(), FAST)
 
 
 async def history_bytes(client: Client, workflow_id: str) -> bytes:
@@ -66,7 +65,7 @@ async def test_mcp_tools_run_as_activities_once_each_and_the_listing_is_kept(
     demo = DemoServer()
     secret = "env-secret-" + os.urandom(6).hex()
     server = demo.stdio(env={"DEMO_SECRET": secret})
-    name = register(
+    hosted = mcp_agent(
         AgentBuilder(
             TestModel.with_responses(
                 [
@@ -80,7 +79,8 @@ async def test_mcp_tools_run_as_activities_once_each_and_the_listing_is_kept(
         ).toolset(server),
         "mcp-flow",
     )
-    async with new_worker(client) as worker:
+    name = hosted.agent.name
+    async with new_worker(client, agents=[hosted]) as worker:
         runtime = runtime_of(worker)
         handle = await start_agent(client, worker, name, "do it")
         first = await handle.result()
@@ -128,7 +128,7 @@ async def test_an_approval_required_mcp_tool_waits_and_a_denied_call_never_reach
     client: Client,
 ) -> None:
     demo = DemoServer()
-    name = register(
+    hosted = mcp_agent(
         AgentBuilder(
             TestModel.with_responses(
                 [
@@ -143,7 +143,8 @@ async def test_an_approval_required_mcp_tool_waits_and_a_denied_call_never_reach
         .approval_required_tools(["record"]),
         "mcp-approval",
     )
-    async with new_worker(client) as worker:
+    name = hosted.agent.name
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await start_agent(client, worker, name, "record")
         view = await wait_for_status(handle, "waiting")
         assert [(p.tool_call_id, p.tool_name) for p in view.pending_approvals] == [
@@ -182,7 +183,7 @@ async def test_a_server_killed_mid_call_is_restarted_and_the_run_completes(
     client: Client,
 ) -> None:
     demo = DemoServer()
-    name = register(
+    hosted = mcp_agent(
         AgentBuilder(
             TestModel.with_responses(
                 [tool_response(call("slow_once", "s1", key="kill")), text_response("survived")]
@@ -190,7 +191,8 @@ async def test_a_server_killed_mid_call_is_restarted_and_the_run_completes(
         ).toolset(demo.stdio()),
         "mcp-kill",
     )
-    async with new_worker(client) as worker:
+    name = hosted.agent.name
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await start_agent(client, worker, name, "go")
         pid = await asyncio.to_thread(demo.wait_for_marker, "kill")
         os.kill(pid, signal.SIGKILL)
@@ -212,7 +214,7 @@ async def test_http_headers_stay_on_the_worker(client: Client) -> None:
     demo = DemoServer()
     token = "hdr-secret-" + os.urandom(6).hex()
     with http_server(demo, token=token) as url:
-        name = register(
+        hosted = mcp_agent(
             AgentBuilder(
                 TestModel.with_responses(
                     [tool_response(call("add", "c1", a=20, b=22)), text_response("42")]
@@ -220,7 +222,8 @@ async def test_http_headers_stay_on_the_worker(client: Client) -> None:
             ).toolset(http(url, headers={"Authorization": f"Bearer {token}"})),
             "mcp-http",
         )
-        async with new_worker(client) as worker:
+        name = hosted.agent.name
+        async with new_worker(client, agents=[hosted]) as worker:
             handle = await start_agent(client, worker, name, "add")
             result = await handle.result()
     assert result.output == "42"
@@ -234,8 +237,13 @@ async def test_a_misconfigured_server_fails_the_run_at_once_with_the_reason(
     client: Client,
 ) -> None:
     ghost = MCPServerStdio("no-such-mcp-server-3f9a", name="ghost")
-    name = register(AgentBuilder(TestModel.with_text("x")).toolset(ghost), "mcp-ghost")
-    async with new_worker(client) as worker:
+    hosted = mcp_agent(AgentBuilder(TestModel.with_text("x")).toolset(ghost), "mcp-ghost")
+    name = hosted.agent.name
+    worker = Worker(client, task_queue=unique("tq"), plugins=[DurableAgentPlugin()])
+    # Hosted, not listed by a plugin: the run is the first to start its server (a plugin's
+    # agents are checked when the worker starts, and it refuses to: the next test).
+    runtime_of(worker).agents.register(hosted.agent, hosted.activities)
+    async with worker:
         handle = await start_agent(client, worker, name, "go")
         with pytest.raises(WorkflowFailureError) as caught:
             await handle.result()

@@ -31,7 +31,7 @@ from durable_agent import Agent, AgentBuilder
 from durable_agent.cli.logs import configure_logging
 from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
-from durable_agent.temporal.registry import AgentActivityConfig
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from tests.support.openai_server import (
     ErrorReply,
     FakeOpenAIServer,
@@ -39,7 +39,6 @@ from tests.support.openai_server import (
     TextReply,
     ToolCallsReply,
 )
-from tests.temporal_support import registry
 
 from .temporal_support import fast_activity, new_worker
 
@@ -79,11 +78,13 @@ def weather_agent(server: FakeOpenAIServer, calls: list[str]) -> Agent:
     )
 
 
-async def run_workflow(client: Client, agent: Agent, prompt: str) -> WorkflowHandle[Any, Any]:
-    async with new_worker(client) as worker:
+async def run_workflow(
+    client: Client, agent: AgentRegistration, prompt: str
+) -> WorkflowHandle[Any, Any]:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
-            AgentWorkflowInput(agent=agent.name, prompt=prompt),
+            AgentWorkflowInput(agent=agent.agent.name, prompt=prompt),
             id=unique("wf"),
             task_queue=worker.task_queue,
         )
@@ -155,7 +156,7 @@ def timed(arrivals: list[float], reply: Reply) -> Callable[[dict[str, Any]], Rep
 
 async def test_tool_calling_run_completes(client: Client, server: FakeOpenAIServer) -> None:
     calls: list[str] = []
-    agent = registry.register(weather_agent(server, calls))
+    agent = AgentRegistration(weather_agent(server, calls))
     server.enqueue(
         ToolCallsReply([("call_1", "get_weather", {"city": "Paris"})]),
         TextReply("Sunny in Paris."),
@@ -184,7 +185,7 @@ async def test_tool_calling_run_completes(client: Client, server: FakeOpenAIServ
 async def test_rate_limit_and_server_error_are_retried_by_temporal(
     client: Client, server: FakeOpenAIServer
 ) -> None:
-    agent = registry.register(weather_agent(server, []), FAST_RETRIES)
+    agent = AgentRegistration(weather_agent(server, []), FAST_RETRIES)
     arrivals: list[float] = []
     server.enqueue(
         timed(arrivals, ErrorReply.rate_limit(retry_after=1)),
@@ -212,7 +213,7 @@ async def test_rate_limit_and_server_error_are_retried_by_temporal(
 async def test_retry_after_becomes_the_next_retry_delay(
     client: Client, server: FakeOpenAIServer
 ) -> None:
-    agent = registry.register(weather_agent(server, []), FAST_RETRIES)
+    agent = AgentRegistration(weather_agent(server, []), FAST_RETRIES)
     arrivals: list[float] = []
     server.enqueue(
         timed(arrivals, ErrorReply.rate_limit(retry_after=2)),
@@ -231,7 +232,7 @@ async def test_retry_after_becomes_the_next_retry_delay(
 async def test_bad_request_fails_the_workflow_on_the_first_attempt(
     client: Client, server: FakeOpenAIServer
 ) -> None:
-    agent = registry.register(weather_agent(server, []), FAST_RETRIES)
+    agent = AgentRegistration(weather_agent(server, []), FAST_RETRIES)
     reply = ErrorReply.context_length_exceeded()
     server.enqueue(reply, TextReply("must never be used"))
 
@@ -259,7 +260,7 @@ async def test_api_key_never_reaches_history_or_logs(
     client: Client, server: FakeOpenAIServer
 ) -> None:
     """Runs through a retried error and a tool call with everything logged at DEBUG."""
-    agent = registry.register(weather_agent(server, []), FAST_RETRIES)
+    agent = AgentRegistration(weather_agent(server, []), FAST_RETRIES)
     server.enqueue(
         ErrorReply.rate_limit(retry_after=0.2),
         ToolCallsReply([("call_1", "get_weather", {"city": "Oslo"})]),

@@ -28,7 +28,7 @@ from durable_agent.models.anthropic import AnthropicModel
 from durable_agent.models.openai import OpenAIResponsesModel
 from durable_agent.temporal import AgentClient, AgentWorkflow
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import AgentActivityConfig
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from durable_agent.temporal.runner import FALLBACK_PATCH
 from tests.cli_support import cli_runner
 from tests.support.anthropic_server import (
@@ -45,7 +45,7 @@ from tests.support.responses_server import (
     Reasoning,
     ResponseReply,
 )
-from tests.temporal_support import client_knowing, registry
+from tests.temporal_support import client_knowing
 
 from .temporal_support import (
     activity_summaries,
@@ -118,7 +118,7 @@ async def test_a_thinking_streaming_anthropic_run_with_a_tool(
     model = AnthropicModel(
         "claude-sonnet-4-5", base_url=claude.base_url, stream=True, thinking=1024
     )
-    agent = registry.register(
+    agent = (
         AgentBuilder(model)
         .name(unique("claude"))
         .instructions("Be brief.")
@@ -132,7 +132,7 @@ async def test_a_thinking_streaming_anthropic_run_with_a_tool(
         MessageReply([Thinking("It said sunny."), Text("Sunny in Oslo.")], chunk_chars=3),
     )
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, agent.name, "Weather in Oslo?")
         result = await asyncio.wait_for(handle.result(), 60)
         records = [r async for r in AgentClient(client).get(handle.id).stream()]
@@ -160,9 +160,7 @@ async def test_a_fallback_model_moves_on_after_the_first_models_retries(
         AnthropicModel("claude-sonnet-4-5", base_url=claude.base_url),
         OpenAIResponsesModel("gpt-5", base_url=gpt.base_url),
     )
-    agent = registry.register(
-        AgentBuilder(model).name(unique("fallback")).tool(get_weather).build(), FAST
-    )
+    agent = AgentBuilder(model).name(unique("fallback")).tool(get_weather).build()
     claude.enqueue(
         MessageReply([ToolUse("get_weather", {"city": "Rome"}, "toolu_01R")]),
         AnthropicErrorReply.overloaded(),
@@ -170,7 +168,7 @@ async def test_a_fallback_model_moves_on_after_the_first_models_retries(
     )
     gpt.enqueue(ResponseReply([Reasoning(["Tool said sunny."]), OutputText("Sunny in Rome.")]))
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[AgentRegistration(agent, FAST)]) as worker:
         handle = await start_agent(client, worker, agent.name, "Weather in Rome?")
         result = await asyncio.wait_for(handle.result(), 60)
         status = await handle.query(AgentWorkflow.status)
@@ -201,7 +199,7 @@ async def test_a_fallback_model_moves_on_after_the_first_models_retries(
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
     ]
     assert any(FALLBACK_PATCH.encode() in marker for marker in markers)
-    replayer = new_replayer()
+    replayer = new_replayer(agents=[AgentRegistration(agent, FAST)])
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None
 
@@ -213,10 +211,10 @@ async def test_a_permanent_error_does_not_fall_back(
         AnthropicModel("claude-sonnet-4-5", base_url=claude.base_url),
         OpenAIResponsesModel("gpt-5", base_url=gpt.base_url),
     )
-    agent = registry.register(AgentBuilder(model).name(unique("fallback-400")).build(), FAST)
+    agent = AgentBuilder(model).name(unique("fallback-400")).build()
     claude.enqueue(AnthropicErrorReply.invalid("messages: text content blocks must be non-empty"))
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[AgentRegistration(agent, FAST)]) as worker:
         handle = await start_agent(client, worker, agent.name, "hi")
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 60)
@@ -228,7 +226,7 @@ async def test_a_permanent_error_does_not_fall_back(
     ]
 
 
-def per_run_agent(claude: FakeAnthropicServer, gpt: FakeResponsesServer) -> str:
+def per_run_agent(claude: FakeAnthropicServer, gpt: FakeResponsesServer) -> AgentRegistration:
     agent = (
         AgentBuilder(OpenAIResponsesModel("gpt-5", base_url=gpt.base_url))
         .name(unique("per-run"))
@@ -243,25 +241,25 @@ def per_run_agent(claude: FakeAnthropicServer, gpt: FakeResponsesServer) -> str:
         )
         .build()
     )
-    registry.register(agent, FAST)
-    return agent.name
+    return AgentRegistration(agent, FAST)
 
 
 async def test_a_model_is_chosen_per_run_by_name(
     client: Client, claude: FakeAnthropicServer, gpt: FakeResponsesServer
 ) -> None:
-    name = per_run_agent(claude, gpt)
+    hosted = per_run_agent(claude, gpt)
+    name = hosted.agent.name
     agents = AgentClient(client)
     claude.enqueue(MessageReply([Text("Claude here.")]))
     gpt.enqueue(ResponseReply([OutputText("GPT here.")]))
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         on_claude = await agents.start(name, "hi", task_queue=worker.task_queue, model="claude")
         default = await agents.start(name, "hi", task_queue=worker.task_queue)
         assert (await on_claude.result()).output == "Claude here."
         assert (await default.result()).output == "GPT here."
         # A client that knows the agent refuses before anything starts.
-        knowing = AgentClient(await client_knowing(client, name))
+        knowing = AgentClient(await client_knowing(client, hosted.agent))
         with pytest.raises(InvalidInput, match="no allowed model named 'gpt-9'"):
             await knowing.start(name, "hi", task_queue=worker.task_queue, model="gpt-9")
 
@@ -273,9 +271,10 @@ async def test_an_unknown_model_fails_the_run_before_any_model_request(
     client: Client, claude: FakeAnthropicServer, gpt: FakeResponsesServer
 ) -> None:
     """Where the client does not have the agent (another process), the worker refuses."""
-    name = per_run_agent(claude, gpt)
+    hosted = per_run_agent(claude, gpt)
+    name = hosted.agent.name
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await start_agent(
             client, worker, name, "hi", overrides=AgentOverrides(model="gpt-9")
         )
@@ -296,12 +295,13 @@ async def test_cli_run_with_model(
     gpt: FakeResponsesServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    name = per_run_agent(claude, gpt)
+    hosted = per_run_agent(claude, gpt)
+    name = hosted.agent.name
     cli = cli_runner(dev_server.address, capsys)
     claude.enqueue(AnthropicErrorReply.unavailable(), AnthropicErrorReply.unavailable())
     gpt.enqueue(ResponseReply([OutputText("mini answered")]))
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         ok = await cli(
             "run", name, "hi", "--model", "backup", "--wait", "--task-queue", worker.task_queue
         )

@@ -31,6 +31,7 @@ from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.quota import KeeperView, QuotaKeeper, keeper_id
+from durable_agent.temporal.registry import AgentRegistration
 
 from .support.limited_server import limited_server
 from .support.openai_server import ErrorReply, FakeOpenAIServer, TextReply
@@ -172,7 +173,6 @@ async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
     `status` query's `quota_wait` says for which key); the priority-1 run goes first."""
     from durable_agent import AgentBuilder
     from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
-    from tests.temporal_support import registry
 
     from .temporal_support import new_worker
 
@@ -181,13 +181,13 @@ async def test_runs_wait_their_turn_in_status_and_higher_priority_goes_first(
         server.enqueue(*[TextReply("fine") for _ in range(3)])
         name = unique("quoted-here")
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
-        registry.register(AgentBuilder(model).name(name).build())
+        agent = AgentBuilder(model).name(name).build()
         quotas = {"openai:gpt-4o-mini": ModelQuota(requests_per_minute=6)}
         # the worker's own client carries the quotas, as `python worker.py --quota` does
         quoted = await Client.connect(
             client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
         )
-        async with new_worker(quoted, task_queue):
+        async with new_worker(quoted, task_queue, agents=[agent]):
             agents = AgentClient(client, task_queue=task_queue)
             first = await agents.start(name, "first")
             await asyncio.wait_for(first.result(), 30)
@@ -279,7 +279,6 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
     run that asks meanwhile waits out the pause instead of meeting a 429 of its own."""
     from durable_agent import AgentBuilder
     from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
-    from tests.temporal_support import registry
 
     from .temporal_support import new_worker
 
@@ -289,13 +288,13 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
         server.enqueue(ErrorReply.rate_limit(3), TextReply("first"), TextReply("second"))
         name = unique("quoted-429")
         model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
-        registry.register(AgentBuilder(model).name(name).build())
+        agent = AgentBuilder(model).name(name).build()
         quotas = {key: ModelQuota(requests_per_minute=600)}
         # the worker's own client carries the quotas, as `python worker.py --quota` does
         quoted = await Client.connect(
             client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
         )
-        async with new_worker(quoted, task_queue):
+        async with new_worker(quoted, task_queue, agents=[agent]):
             agents = AgentClient(client, task_queue=task_queue)
             first = await agents.start(name, "first")
             keeper = client.get_workflow_handle(keeper_id(task_queue, key))
@@ -324,14 +323,15 @@ async def test_a_429_pauses_the_key_for_every_run_not_only_the_one_refused(
 MEMBER_KEYS = ("openai:gpt-4o-mini", "openai:gpt-4.1")
 
 
-async def _fallback_agent(client: Client, server: FakeOpenAIServer) -> tuple[str, Client]:
-    """A registered agent whose `FallbackModel` asks gpt-4o-mini, then gpt-4.1 (two attempts
+async def _fallback_agent(
+    client: Client, server: FakeOpenAIServer
+) -> tuple[AgentRegistration, Client]:
+    """An agent whose `FallbackModel` asks gpt-4o-mini, then gpt-4.1 (two attempts
     each), on `server`; and a client carrying a quota for each member, for its worker."""
     from durable_agent import AgentBuilder
     from durable_agent.models import FallbackModel
     from durable_agent.temporal import DurableAgentPlugin
     from durable_agent.temporal.registry import AgentActivityConfig
-    from tests.temporal_support import registry
 
     from .temporal_support import fast_activity
 
@@ -343,12 +343,12 @@ async def _fallback_agent(client: Client, server: FakeOpenAIServer) -> tuple[str
     )
     name = unique("fallback-quoted")
     fast = AgentActivityConfig(model_request=fast_activity(maximum_attempts=2))
-    registry.register(AgentBuilder(model).name(name).build(), fast)
+    hosted = AgentRegistration(AgentBuilder(model).name(name).build(), fast)
     quotas = {key: ModelQuota(requests_per_minute=600) for key in MEMBER_KEYS}
     quoted = await Client.connect(
         client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
     )
-    return name, quoted
+    return hosted, quoted
 
 
 async def test_a_fallback_models_members_each_wait_for_their_own_quota(client: Client) -> None:
@@ -360,8 +360,9 @@ async def test_a_fallback_models_members_each_wait_for_their_own_quota(client: C
     task_queue = unique("fallback-quota")
     with FakeOpenAIServer(api_key="sk-test") as server:
         server.enqueue(ErrorReply(500, "boom"), ErrorReply(500, "boom"), TextReply("from 4.1"))
-        name, quoted = await _fallback_agent(client, server)
-        async with new_worker(quoted, task_queue):
+        hosted, quoted = await _fallback_agent(client, server)
+        name = hosted.agent.name
+        async with new_worker(quoted, task_queue, agents=[hosted]):
             run = await AgentClient(client, task_queue=task_queue).start(name, "hello")
             result = await asyncio.wait_for(run.result(), 60)
             states = {
@@ -383,18 +384,19 @@ async def test_fallback_runs_from_before_member_quotas_replay_on_a_worker_with_t
     from .temporal_support import new_replayer, new_worker
 
     with FakeOpenAIServer(api_key="sk-test") as server:
-        name, quoted = await _fallback_agent(client, server)
+        hosted, quoted = await _fallback_agent(client, server)
+        name = hosted.agent.name
         histories = []
         for worker_client in (client, quoted):  # without the quotas, then with them
             server.enqueue(ErrorReply(500, "boom"), ErrorReply(500, "boom"), TextReply("ok"))
             task_queue = unique("fallback-replayed")
-            async with new_worker(worker_client, task_queue):
+            async with new_worker(worker_client, task_queue, agents=[hosted]):
                 run = await AgentClient(client, task_queue=task_queue).start(name, "hello")
                 assert (await asyncio.wait_for(run.result(), 60)).output == "ok"
                 histories.append(await run.handle.fetch_history())
     quotas = {key: ModelQuota(requests_per_minute=600) for key in MEMBER_KEYS}
     for history in histories:
-        replayed = await new_replayer(quotas=quotas).replay_workflow(
+        replayed = await new_replayer(agents=[hosted], quotas=quotas).replay_workflow(
             history, raise_on_replay_failure=False
         )
         assert replayed.replay_failure is None, replayed.replay_failure

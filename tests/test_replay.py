@@ -16,9 +16,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
-from .replay_agents import register_replay_agents
-from .temporal_support import event_types, new_replayer, registry
-from .upgrade_agents import register_upgrade_agents
+from .replay_agents import replay_agents
+from .temporal_support import event_types, new_replayer
+from .upgrade_agents import AGENTS as UPGRADE_AGENTS
 
 HISTORY_DIR = Path(__file__).resolve().parent / "histories"
 HISTORIES = sorted(HISTORY_DIR.rglob("*.json"))
@@ -74,10 +74,8 @@ def test_release_histories_include_unfinished_runs(release: str) -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[history_id(p) for p in HISTORIES])
 async def test_history_replays(path: Path) -> None:
-    register_replay_agents()
-    register_upgrade_agents(registry, replace=True)
     history = WorkflowHistory.from_json(history_id(path), json.loads(path.read_text()))
-    replayer = new_replayer()
+    replayer = new_replayer(agents=[*replay_agents(), *UPGRADE_AGENTS])
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
@@ -97,21 +95,17 @@ async def test_a_changed_agent_fails_replay() -> None:
             text_response("Both sunny."),
         ]
     )
-    registry.register(
+    changed = (
         AgentBuilder(model)
         .name("replay-weather")
         .instructions("Be brief.")
         .tool(get_weather)
         .approval_required_tools(["get_weather"])
-        .build(),
-        replace=True,
+        .build()
     )
-    try:
-        path = HISTORY_DIR / "tool_run.json"
-        history = WorkflowHistory.from_json("tool_run", json.loads(path.read_text()))
-        replayer = new_replayer()
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    finally:
-        register_replay_agents()
+    path = HISTORY_DIR / "tool_run.json"
+    history = WorkflowHistory.from_json("tool_run", json.loads(path.read_text()))
+    replayer = new_replayer(agents=[changed])
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is not None
     assert "Nondeterminism" in str(result.replay_failure)

@@ -9,7 +9,6 @@ from pathlib import Path
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from durable_agent.temporal.devserver import DevServer
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, free_port, new_worker, wait_for_status
@@ -26,16 +25,14 @@ async def test_waiting_run_survives_server_restart(tmp_path: Path) -> None:
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("all done")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     server = DevServer(tmp_path / "restart.db", port=free_port(), ui_port=None)
     await server.start()
     workflow_id = f"restart-{uuid.uuid4().hex[:8]}"
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
     try:
         client = await connect(server.address)
-        async with new_worker(client, task_queue):
+        async with new_worker(client, task_queue, agents=[agent]):
             handle = await client.start_workflow(
                 AgentWorkflow.run,
                 AgentWorkflowInput(agent=name, prompt="ship"),
@@ -50,7 +47,7 @@ async def test_waiting_run_survives_server_restart(tmp_path: Path) -> None:
         await server.start()
         client = await connect(server.address)
         handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
-        async with new_worker(client, task_queue):
+        async with new_worker(client, task_queue, agents=[agent]):
             view = await wait_for_status(handle, "waiting")
             assert [p.tool_call_id for p in view.pending_approvals] == ["d1"]
             await handle.signal(

@@ -22,10 +22,9 @@ from durable_agent import (
     ToolReturnPart,
     UserPromptPart,
 )
-from durable_agent.temporal import AgentActivityConfig, AgentClient
+from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from durable_agent.temporal.client import Rejected, RunFailed
 from durable_agent.temporal.search_attributes import AGENT_STATUS
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import fast_activity, new_worker, unique
@@ -77,8 +76,8 @@ async def until_status(handle: Any, status: str, timeout: float = 20) -> Any:
 
 async def test_three_turns_a_rejected_prompt_and_end_session(client: Client) -> None:
     name, model = unique("session"), Echo()
-    registry.register(echo_agent(name, model))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, model)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "", session=True)
         idle = await until_status(session, "awaiting_prompt")
@@ -122,8 +121,10 @@ async def test_three_turns_a_rejected_prompt_and_end_session(client: Client) -> 
 
 async def test_a_session_continues_as_new_between_turns(client: Client) -> None:
     name, model = unique("session-can"), Echo()
-    registry.register(echo_agent(name, model), AgentActivityConfig(continue_as_new_after_steps=1))
-    async with new_worker(client) as worker:
+    agent = AgentRegistration(
+        echo_agent(name, model), AgentActivityConfig(continue_as_new_after_steps=1)
+    )
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "first", session=True)
         await until_status(session, "awaiting_prompt")
@@ -142,8 +143,8 @@ async def test_a_session_continues_as_new_between_turns(client: Client) -> None:
 
 async def test_a_turn_waits_for_an_approval_inline(client: Client) -> None:
     name, model = unique("session-hitl"), Echo()
-    registry.register(echo_agent(name, model))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, model)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "", session=True)
         await until_status(session, "awaiting_prompt")
@@ -162,8 +163,8 @@ async def test_a_turn_waits_for_an_approval_inline(client: Client) -> None:
 
 async def test_idle_timeout_ends_the_session(client: Client) -> None:
     name, model = unique("session-idle"), Echo()
-    registry.register(echo_agent(name, model))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, model)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "hi", session=True, idle_timeout_seconds=1)
         view = await until_status(session, "awaiting_prompt")
@@ -177,10 +178,10 @@ async def test_idle_timeout_ends_the_session(client: Client) -> None:
 async def test_a_failed_turn_fails_the_session_and_its_prompt(client: Client) -> None:
     name, model = unique("session-fail"), Echo()
     model.fail = True
-    registry.register(
+    agent = AgentRegistration(
         echo_agent(name, model), AgentActivityConfig(tool_call=fast_activity(maximum_attempts=1))
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         session = await agents.start(name, "", session=True)
         await until_status(session, "awaiting_prompt")
@@ -195,8 +196,8 @@ async def test_a_failed_turn_fails_the_session_and_its_prompt(client: Client) ->
 
 async def test_prompts_to_a_run_that_is_not_a_session_are_refused(client: Client) -> None:
     name, model = unique("session-no"), Echo()
-    registry.register(echo_agent(name, model))
-    async with new_worker(client) as worker:
+    agent = echo_agent(name, model)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         run = await agents.start(name, "deploy")
         await until_status(run, "waiting")

@@ -49,7 +49,6 @@ from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSi
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.search_attributes import PENDING_APPROVALS
 from durable_agent.temporal.wire import AgentStatusView, DeferredResultSignal, SuspendSignal
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, event_types, new_worker
@@ -133,7 +132,7 @@ async def fuzz(dev_server: DevServer) -> AsyncIterator[Fuzz]:
         return f"migrated {db}"
 
     name = f"fuzz-{uuid.uuid4().hex[:8]}"
-    registry.register(
+    agent = (
         AgentBuilder(FunctionModel(respond))
         .name(name)
         .tools([deploy, migrate])
@@ -141,7 +140,7 @@ async def fuzz(dev_server: DevServer) -> AsyncIterator[Fuzz]:
         .build()
     )
     client = await connect(dev_server.address)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         yield Fuzz(client, worker.task_queue, name, log)
 
 
@@ -471,11 +470,9 @@ async def test_status_after_the_last_decision_lists_no_undecided_approval(
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("finished")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     client = await connect(dev_server.address)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(agent=name, prompt="ship"),

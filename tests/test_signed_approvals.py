@@ -33,7 +33,6 @@ from durable_agent.temporal.signing import (
     sign_signal,
 )
 from durable_agent.temporal.wire import ApprovalSignal
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import DemoServer
@@ -56,7 +55,7 @@ class Deployer:
             self.deployed.append({"env": env, "replicas": replicas})
             return f"deployed {env} x{replicas}"
 
-        registry.register(
+        self.agent = (
             AgentBuilder(
                 TestModel.with_responses(
                     [tool_response(call("deploy", "d1", env="prod")), text_response("done")]
@@ -78,8 +77,14 @@ async def keyed_client(dev_server: DevServer) -> Client:
 
 
 @pytest.fixture
-async def keyed_worker(keyed_client: Client) -> AsyncIterator[Worker]:
-    async with new_worker(keyed_client) as worker:
+def deployer() -> Deployer:
+    return Deployer()
+
+
+@pytest.fixture
+async def keyed_worker(keyed_client: Client, deployer: Deployer) -> AsyncIterator[Worker]:
+    """A worker with the keys, hosting the test's `deployer`."""
+    async with new_worker(keyed_client, agents=[deployer.agent]) as worker:
         yield worker
 
 
@@ -102,9 +107,9 @@ async def markers(handle: WorkflowHandle[Any, Any]) -> int:
     return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED)
 
 
-async def replays_without_keys(handle: WorkflowHandle[Any, Any]) -> None:
+async def replays_without_keys(handle: WorkflowHandle[Any, Any], agent: Deployer) -> None:
     """The history replays on a worker that has no approval keys at all."""
-    replayer = new_replayer()
+    replayer = new_replayer(agents=[agent.agent])
     await replayer.replay_workflow(await handle.fetch_history())
 
 
@@ -112,9 +117,9 @@ async def replays_without_keys(handle: WorkflowHandle[Any, Any]) -> None:
 
 
 async def test_unsigned_update_is_rejected_and_unsigned_signal_dropped(
-    keyed_client: Client, keyed_worker: Worker
+    keyed_client: Client, keyed_worker: Worker, deployer: Deployer
 ) -> None:
-    agent = Deployer()
+    agent = deployer
     handle = await waiting_run(keyed_client, keyed_worker, agent)
     before = await handle.query(AgentWorkflow.status)
     unsigned = ApprovalSignal(tool_call_id="d1", approved=True, decided_by="alice")
@@ -132,7 +137,7 @@ async def test_unsigned_update_is_rejected_and_unsigned_signal_dropped(
     await wait_for_marker_count(handle, 2)
     assert await handle.query(AgentWorkflow.status) == before
     assert agent.deployed == []
-    await replays_without_keys(handle)
+    await replays_without_keys(handle, agent)
 
     agents = AgentClient(keyed_client)
     accepted = await agents.get(handle.id).approve("d1", by="alice")
@@ -140,7 +145,7 @@ async def test_unsigned_update_is_rejected_and_unsigned_signal_dropped(
     result = await handle.result()
     assert result.output == "done"
     assert agent.deployed == [{"env": "prod", "replicas": 1}]
-    await replays_without_keys(handle)
+    await replays_without_keys(handle, agent)
 
 
 async def wait_for_marker_count(handle: WorkflowHandle[Any, Any], count: int) -> None:
@@ -154,9 +159,9 @@ async def wait_for_marker_count(handle: WorkflowHandle[Any, Any], count: int) ->
 
 
 async def test_a_signature_for_another_call_run_or_approver_is_rejected(
-    keyed_client: Client, keyed_worker: Worker
+    keyed_client: Client, keyed_worker: Worker, deployer: Deployer
 ) -> None:
-    agent = Deployer()
+    agent = deployer
     handle = await waiting_run(keyed_client, keyed_worker, agent)
 
     def signed(workflow_id: str, call_id: str, by: str) -> ApprovalSignal:
@@ -180,9 +185,9 @@ async def test_a_signature_for_another_call_run_or_approver_is_rejected(
 
 
 async def test_only_the_agents_approvers_may_decide_even_when_signed(
-    keyed_client: Client, keyed_worker: Worker
+    keyed_client: Client, keyed_worker: Worker, deployer: Deployer
 ) -> None:
-    agent = Deployer()
+    agent = deployer
     handle = await waiting_run(keyed_client, keyed_worker, agent)
     bob = sign_signal(
         ROTATED,
@@ -208,9 +213,9 @@ async def test_only_the_agents_approvers_may_decide_even_when_signed(
 
 
 async def test_an_old_key_still_verifies_after_rotation_and_an_unknown_one_does_not(
-    keyed_client: Client, keyed_worker: Worker
+    keyed_client: Client, keyed_worker: Worker, deployer: Deployer
 ) -> None:
-    agent = Deployer()
+    agent = deployer
     handle = await waiting_run(keyed_client, keyed_worker, agent)
     stranger = ApprovalKeys.parse(generate_key("k-other"))
     unknown = sign_signal(
@@ -248,7 +253,7 @@ async def test_an_old_key_still_verifies_after_rotation_and_an_unknown_one_does_
 
 async def test_without_keys_the_claimed_approver_is_checked(client: Client) -> None:
     agent = Deployer()
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent.agent]) as worker:
         handle = await waiting_run(client, worker, agent)
         view = await handle.query(AgentWorkflow.status)
         (pending,) = view.pending_approvals
@@ -272,8 +277,8 @@ async def test_without_keys_the_claimed_approver_is_checked(client: Client) -> N
         )
         assert (await handle.result()).output == "done"
     assert agent.deployed == [{"env": "prod", "replicas": 1}]
-    await replays_without_keys(handle)
-    keyed = new_replayer(approval_keys=ROTATED)
+    await replays_without_keys(handle, agent)
+    keyed = new_replayer(agents=[agent.agent], approval_keys=ROTATED)
     await keyed.replay_workflow(await handle.fetch_history())
 
 

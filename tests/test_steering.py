@@ -31,7 +31,6 @@ from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentClient, AgentWorkflow
 from durable_agent.temporal.client import Rejected, RunClosed
 from durable_agent.temporal.devserver import DevServer
-from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .temporal_support import new_worker, unique, wait_for_status
@@ -145,8 +144,8 @@ async def steer_run(client: Client) -> AsyncIterator[tuple[Any, Steerable, Gate]
     """A running agent whose tool call is in flight, on a worker of its own."""
     name = unique("steer")
     model, gate = Steerable(), Gate()
-    registry.register(steerable_agent(name, model, gate))
-    async with new_worker(client) as worker:
+    agent = steerable_agent(name, model, gate)
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         handle = await agents.start(name, "Weather in Paris?")
         await asyncio.wait_for(gate.started.wait(), 20)

@@ -31,7 +31,6 @@ from durable_agent.temporal.plugin import DurableAgentPlugin, PluginConfiguratio
 from durable_agent.temporal.registry import AgentRegistry
 from durable_agent.temporal.search_attributes import PENDING_APPROVALS
 from durable_agent.temporal.worker import WorkerStartError, register_module
-from tests.temporal_support import registry
 
 from . import subagent_agents as agents
 from .cli_support import Cli, cli_runner
@@ -41,8 +40,9 @@ from .temporal_support import new_worker, start_worker_process, unique
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _register() -> None:
-    register_module(registry, "tests.subagent_agents")
+def hosted() -> list[Any]:
+    """What `--agents tests.subagent_agents` gives a worker: the module's AGENTS."""
+    return list(agents.AGENTS)
 
 
 # -- in-process ------------------------------------------------------------------------------
@@ -183,9 +183,8 @@ def _child_starts(history: Any) -> list[str]:
 async def test_on_temporal_each_call_is_one_child_and_the_result_matches_in_process(
     client: Client,
 ) -> None:
-    _register()
     in_process = await agents.checker.run("check the tides")
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(agent="checker", prompt="check the tides"),
@@ -220,8 +219,7 @@ async def test_a_child_waiting_for_approval_makes_the_parent_wait_and_approve_ro
 ) -> None:
     cli = cli_runner(dev_server.address, capsys)
     monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
-    _register()
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         agents_client = AgentClient(client, task_queue=worker.task_queue)
         run = await agents_client.start("lead", "research tides", workflow_id=unique("lead"))
         view = await _status_until(
@@ -321,8 +319,7 @@ async def test_a_worker_killed_while_a_child_waits_loses_nothing_and_starts_no_s
 
 
 async def test_cancelling_the_parent_cancels_its_children(client: Client) -> None:
-    _register()
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         agents_client = AgentClient(client, task_queue=worker.task_queue)
         run = await agents_client.start("lead", "tides, then cancelled")
         view = await _status_until(run.handle, lambda v: v.status == "waiting")
@@ -343,8 +340,7 @@ async def test_a_fork_after_a_finished_child_does_not_run_it_again(
     client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
-    _register()
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         agents_client = AgentClient(client, task_queue=worker.task_queue)
         run = await agents_client.start("checker", "check the tides")
         first = await asyncio.wait_for(run.result(), 60)
@@ -409,8 +405,7 @@ async def test_a_sub_agent_over_its_time_is_a_tool_error_in_process_and_on_tempo
     returned = in_process.messages[2].parts[0]  # type: ignore[union-attr]
     assert returned.is_error
     assert "failed (timeout)" in returned.content
-    _register()
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         run = await AgentClient(client, task_queue=worker.task_queue).start(
             "impatient", "rest a while"
         )
@@ -458,8 +453,7 @@ async def test_in_process_a_waiting_sub_agent_makes_its_parent_wait_and_goes_on_
     assert sorted((tmp_path / "tool_runs").read_text().splitlines()) == ["publish", "search"]
 
     # The same scenario on Temporal: the same conversation and usage.
-    _register()
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         run = await AgentClient(client, task_queue=worker.task_queue).start(
             "lead", "research tides"
         )
@@ -502,9 +496,8 @@ async def test_in_process_a_grandchilds_call_is_decided_through_the_top_run() ->
 async def test_stream_with_children_and_watch_follow_the_sub_agents_live(
     client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _register()
     cli = cli_runner(dev_server.address, capsys)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=hosted()) as worker:
         run = await AgentClient(client, task_queue=worker.task_queue).start(
             "checker", "check the tides"
         )

@@ -19,7 +19,6 @@ from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.devserver import DevServer, temporal_cli
 from durable_agent.temporal.search_attributes import AGENT_STATUS
-from tests.temporal_support import registry
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status
@@ -54,11 +53,9 @@ async def test_start_query_and_signal_with_the_temporal_cli(
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env="prod")), text_response("ok")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     workflow_id = f"tcli-{uuid.uuid4().hex[:8]}"
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         await temporal(
             dev_server,
             "workflow",

@@ -26,9 +26,8 @@ from durable_agent.cli.logs import configure_logging
 from durable_agent.engine import telemetry
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
-from durable_agent.temporal.registry import AgentActivityConfig
+from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from durable_agent.temporal.wire import ApprovalSignal
-from tests.temporal_support import registry
 
 from .helpers import RecordingExecutor, call, text_response, tool_response
 from .otlp_receiver import OtlpReceiver, ReceivedSpan
@@ -259,8 +258,10 @@ async def test_a_run_on_temporal_is_one_trace_across_continue_as_new_and_a_human
 ) -> None:
     client = await traced_client(dev_server, provider)
     name = unique("traced")
-    registry.register(approval_agent(name), AgentActivityConfig(continue_as_new_after_steps=1))
-    async with new_worker(client) as worker:
+    agent = AgentRegistration(
+        approval_agent(name), AgentActivityConfig(continue_as_new_after_steps=1)
+    )
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, f"go {SECRET}")
         for call_id in ("c1", "c2"):
             await wait_for_status(handle, "waiting")
@@ -298,7 +299,7 @@ async def test_a_run_on_temporal_is_one_trace_across_continue_as_new_and_a_human
 
     # A replay (of the last run of the chain, on a worker with tracing on) adds no span.
     before = len(receiver.spans)
-    replayer = new_replayer(tracing=provider)
+    replayer = new_replayer(agents=[agent], tracing=provider)
     await replayer.replay_workflow(history)
     provider.force_flush()
     await asyncio.sleep(0.3)
@@ -309,8 +310,10 @@ async def test_continue_as_new_happened(dev_server: DevServer, provider: TracerP
     """The run above really crosses continue-as-new (else it would prove little)."""
     client = await traced_client(dev_server, provider)
     name = unique("chain")
-    registry.register(approval_agent(name), AgentActivityConfig(continue_as_new_after_steps=1))
-    async with new_worker(client) as worker:
+    agent = AgentRegistration(
+        approval_agent(name), AgentActivityConfig(continue_as_new_after_steps=1)
+    )
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "go")
         for call_id in ("c1", "c2"):
             await wait_for_status(handle, "waiting")
@@ -329,8 +332,8 @@ async def test_a_worker_without_tracing_adds_nothing(
     token = telemetry.use_provider(provider)  # what an in-process caller would use
     try:
         name = unique("dark")
-        registry.register(tool_agent(name))
-        async with new_worker(client) as worker:
+        agent = tool_agent(name)
+        async with new_worker(client, agents=[agent]) as worker:
             handle = await start_agent(client, worker, name, "go")
             await handle.result()
             latest = await handle.query(AgentWorkflow.latest_checkpoint)
@@ -503,9 +506,7 @@ async def test_a_sub_agent_on_temporal_is_nested_in_its_parent(
 ) -> None:
     client = await traced_client(dev_server, provider)
     parent, child = parent_and_child("nest")
-    registry.register(child)
-    registry.register(parent)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[child, parent]) as worker:
         handle = await start_agent(client, worker, parent.name, "go")
         result = await handle.result()
     assert result.output == "relayed"

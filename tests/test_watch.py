@@ -27,9 +27,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentBuilder, ModelResponse, TestModel, TextPart, ToolCallPart
-from durable_agent.temporal import AgentActivityConfig, AgentClient
+from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from durable_agent.temporal.devserver import DevServer, temporal_cli
-from tests.temporal_support import registry
 
 from .cli_support import Cli, cli_runner
 from .temporal_support import fast_activity, new_worker, unique
@@ -55,7 +54,7 @@ def deploy(env: str) -> str:
     return f"deployed to {env}"
 
 
-def deploy_agent(*, delay: float = 0.0, steps: int = 1, **config: Any) -> str:
+def deploy_agent(*, delay: float = 0.0, steps: int = 1, **config: Any) -> AgentRegistration:
     """Says what it will do (streamed), asks to deploy (approval), then answers."""
     name = unique("watch")
     script = [
@@ -79,7 +78,7 @@ def deploy_agent(*, delay: float = 0.0, steps: int = 1, **config: Any) -> str:
     model = TestModel.with_responses(script).streamed(chunk=4, delay=delay)
     agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
     fast = fast_activity()
-    registry.register(
+    return AgentRegistration(
         agent,
         AgentActivityConfig(
             prepare_model_request=fast,
@@ -89,7 +88,6 @@ def deploy_agent(*, delay: float = 0.0, steps: int = 1, **config: Any) -> str:
             **config,
         ),
     )
-    return name
 
 
 async def finished_run(client: Client, agent: str, worker_queue: str) -> str:
@@ -109,8 +107,9 @@ async def finished_run(client: Client, agent: str, worker_queue: str) -> str:
 async def test_watch_json_prints_every_record_once_and_resumes_from_a_seq(
     client: Client, cli: Cli
 ) -> None:
-    agent = deploy_agent()
-    async with new_worker(client) as worker:
+    hosted = deploy_agent()
+    agent = hosted.agent.name
+    async with new_worker(client, agents=[hosted]) as worker:
         workflow_id = await finished_run(client, agent, worker.task_queue)
         whole = await cli("watch", workflow_id, "--json")
         rest = await cli("watch", workflow_id, "--from", "20", "--json")
@@ -136,8 +135,9 @@ class NotAnAgentToWatch:
 async def test_watch_bad_input_gives_clear_messages_and_exit_codes(
     client: Client, cli: Cli
 ) -> None:
-    agent = deploy_agent()
-    async with new_worker(client, workflows=[NotAnAgentToWatch]) as worker:
+    hosted = deploy_agent()
+    agent = hosted.agent.name
+    async with new_worker(client, workflows=[NotAnAgentToWatch], agents=[hosted]) as worker:
         workflow_id = await finished_run(client, agent, worker.task_queue)
         last = (await cli("watch", workflow_id, "--json")).json_lines()[-1]["seq"]
         unknown = await cli("watch", "no-such-run")
@@ -174,11 +174,11 @@ async def test_watch_exits_1_for_a_failed_run(client: Client, cli: Cli) -> None:
         [ModelResponse(parts=[ToolCallPart(id="b1", name="boom", arguments={"env": "x"})])]
     )
     fast = fast_activity(maximum_attempts=1)
-    registry.register(
+    agent = AgentRegistration(
         AgentBuilder(model).name(name).tool(boom).build(),
         AgentActivityConfig(model_request=fast, tool_call=fast),
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await AgentClient(client).start(name, "go", task_queue=worker.task_queue)
         watched = await cli("watch", handle.id)
     assert watched.code == 1
@@ -188,8 +188,9 @@ async def test_watch_exits_1_for_a_failed_run(client: Client, cli: Cli) -> None:
 async def test_checkpoints_cli_lists_every_boundary_of_a_run_that_continued_as_new(
     client: Client, cli: Cli, dev_server: DevServer
 ) -> None:
-    agent = deploy_agent(steps=4, continue_as_new_after_steps=1)
-    async with new_worker(client) as worker:
+    hosted = deploy_agent(steps=4, continue_as_new_after_steps=1)
+    agent = hosted.agent.name
+    async with new_worker(client, agents=[hosted]) as worker:
         workflow_id = await finished_run(client, agent, worker.task_queue)
         handle = AgentClient(client).get(workflow_id)
         view = await handle.status()
@@ -287,9 +288,10 @@ async def wait_for_screen(
 async def test_watch_in_a_terminal_shows_text_as_it_streams_and_the_approval_command(
     client: Client, dev_server: DevServer, tmux: Callable[..., str]
 ) -> None:
-    agent = deploy_agent(delay=0.12)
+    hosted = deploy_agent(delay=0.12)
+    agent = hosted.agent.name
     agents = AgentClient(client)
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(agent, "deploy", task_queue=worker.task_queue)
         command = (
             f"{sys.executable} -m durable_agent.cli watch {handle.id} "

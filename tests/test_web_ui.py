@@ -17,7 +17,6 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInput
 from durable_agent.temporal.devserver import DevServer
-from tests.temporal_support import registry
 
 from .helpers import call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status
@@ -70,14 +69,14 @@ async def test_web_ui_shows_summaries_and_pending_approval(
             text_response("done"),
         ]
     )
-    registry.register(
+    agent = (
         AgentBuilder(model)
         .name(name)
         .tools([deploy, service_status])
         .approval_required_tools(["deploy"])
         .build()
     )
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await client.start_workflow(
             AgentWorkflow.run,
             AgentWorkflowInput(agent=name, prompt="ship it"),
@@ -140,10 +139,8 @@ async def test_hostile_text_shows_literally_in_the_web_ui(
     model = TestModel.with_responses(
         [tool_response(call("deploy", "d1", env=HOSTILE)), text_response("done")]
     )
-    registry.register(
-        AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
-    )
-    async with new_worker(client) as worker:
+    agent = AgentBuilder(model).name(name).tool(deploy).approval_required_tools(["deploy"]).build()
+    async with new_worker(client, agents=[agent]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         run = await agents.start(name, f"ship {HOSTILE}")
         handle = client.get_workflow_handle(run.id)

@@ -15,7 +15,6 @@ from durable_agent.temporal import (
     ApprovalSignal,
     ResumeSignal,
 )
-from tests.temporal_support import registry
 
 from .helpers import CallLog, RecordingExecutor, call, normalized, text_response, tool_response
 from .temporal_support import activity_summaries, new_worker, start_agent, unique, wait_for_status
@@ -39,11 +38,11 @@ def weather_agent(name: str, log: CallLog) -> Any:
 
 async def test_tool_run_matches_in_process_run(client: Client) -> None:
     name = unique("weather")
-    registry.register(weather_agent(name, CallLog()))
+    agent = weather_agent(name, CallLog())
     executor = RecordingExecutor()
     local = await weather_agent(name, CallLog()).with_executor(executor).run("weather?")
 
-    async with new_worker(client) as worker:
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "weather?")
         result = await handle.result()
         evidence = (await handle.query(AgentWorkflow.checkpoints)).checkpoints
@@ -69,8 +68,8 @@ async def test_tool_run_matches_in_process_run(client: Client) -> None:
 
 async def test_suspend_at_before_model_request_then_resume(client: Client) -> None:
     name = unique("weather")
-    registry.register(weather_agent(name, CallLog()))
-    async with new_worker(client) as worker:
+    agent = weather_agent(name, CallLog())
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(
             client, worker, name, "weather?", suspend_at=[AgentExecutionNode.BEFORE_MODEL_REQUEST]
         )
@@ -101,8 +100,8 @@ def deploy_agent(name: str, log: CallLog) -> Any:
 async def test_approval_rejects_bad_ids_and_approves(client: Client) -> None:
     name = unique("deploy")
     log = CallLog()
-    registry.register(deploy_agent(name, log))
-    async with new_worker(client) as worker:
+    agent = deploy_agent(name, log)
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "ship")
         view = await wait_for_status(handle, "waiting")
         assert [(p.tool_call_id, p.tool_name, p.arguments) for p in view.pending_approvals] == [
@@ -136,8 +135,8 @@ async def test_approval_rejects_bad_ids_and_approves(client: Client) -> None:
 async def test_denial_by_signal_never_runs_the_tool(client: Client) -> None:
     name = unique("deploy")
     log = CallLog()
-    registry.register(deploy_agent(name, log))
-    async with new_worker(client) as worker:
+    agent = deploy_agent(name, log)
+    async with new_worker(client, agents=[agent]) as worker:
         handle = await start_agent(client, worker, name, "ship")
         await wait_for_status(handle, "waiting")
         await handle.signal(
