@@ -10,6 +10,7 @@
     durable-agent chat assistant
     durable-agent list --status waiting
     durable-agent watch agent-deployer-1a2b3c4d
+    durable-agent export agent-weather-5e6f7a8b -o run.json --redact
     durable-agent worker --agents my_agents
     durable-agent inbox --users inbox-users.toml
 
@@ -48,7 +49,7 @@ from durable_agent.temporal.client import (
 )
 from durable_agent.temporal.worker import exit_process
 
-from . import chat, decisions, forks, runs, watch
+from . import chat, decisions, export, forks, runs, watch
 from .context import (
     EPILOG,
     EXIT_CONNECT,
@@ -105,6 +106,7 @@ for command in (
     runs.checkpoints,
     runs.list_runs,
     watch.watch,
+    export.export,
     worker,
     inbox,
 ):

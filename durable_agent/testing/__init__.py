@@ -8,11 +8,27 @@ from __future__ import annotations
 
 from .environment import AgentTestEnvironment, WorkerError, test_server_binary
 from .handles import TestAgentClient, TestRunHandle
+from .histories import HistoryFileError, RunChain, export_chain, fetch_chain
+from .recording import RecordedStep, RecordedToolResult, recorded_steps
+from .replay import NonDeterministicReplay, replay_folder, replay_histories
+from .replay_model import ReplayDivergence, ReplayModel
 
 __all__ = [
     "AgentTestEnvironment",
+    "HistoryFileError",
+    "NonDeterministicReplay",
+    "RecordedStep",
+    "RecordedToolResult",
+    "ReplayDivergence",
+    "ReplayModel",
+    "RunChain",
     "TestAgentClient",
     "TestRunHandle",
     "WorkerError",
+    "export_chain",
+    "fetch_chain",
+    "recorded_steps",
+    "replay_folder",
+    "replay_histories",
     "test_server_binary",
 ]

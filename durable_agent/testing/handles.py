@@ -45,8 +45,9 @@ SIGNAL_FOR_UPDATE: dict[str, Any] = {
 }
 """The signal the workflow declares for each update a handle sends (by the update's name)."""
 
-WORKFLOW_TASK_FAILURE = "WorkflowTaskFailure"
-"""How temporalio tags its log record of a workflow task that raised."""
+WORKFLOW_TASK_FAILURE = "Failed activation on workflow"
+"""How temporalio's log record of a workflow task that raised begins (the record carries
+the run's `temporal_workflow` details; `tests/test_testing_env.py` pins both)."""
 
 
 class WorkerError(AssertionError):
@@ -70,9 +71,11 @@ class WorkerErrors(logging.Handler):
         self._changed = asyncio.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, "__temporal_error_identifier", None) != WORKFLOW_TASK_FAILURE:
+        details = getattr(record, "temporal_workflow", None)
+        if not isinstance(details, dict) or not record.getMessage().startswith(
+            WORKFLOW_TASK_FAILURE
+        ):
             return
-        details = getattr(record, "temporal_workflow", None) or {}
         workflow_id = str(details.get("workflow_id", "?"))
         detail = logging.Formatter().formatException(record.exc_info) if record.exc_info else ""
         self.errors.append(WorkerError(workflow_id, detail or record.getMessage()))
