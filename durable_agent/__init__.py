@@ -25,12 +25,14 @@ from .contract.decisions import (
     PendingToolApproval,
     ToolApprovalDecision,
 )
+from .contract.environment import Workspace
 from .contract.errors import (
     AgentError,
     AgentExecutorError,
     ApprovalRequired,
     CallDeferred,
     ConversationTooLarge,
+    EnvironmentRestoreFailed,
     HitlDecisionError,
     InvalidInput,
     MaxStepsExceeded,
@@ -44,6 +46,7 @@ from .contract.errors import (
     UnknownAgentError,
     UsageLimitExceeded,
     UserError,
+    WorkspaceError,
 )
 from .contract.messages import (
     InstructionPart,
@@ -107,6 +110,7 @@ __all__ = [
     "CallDeferred",
     "Continue",
     "ConversationTooLarge",
+    "EnvironmentRestoreFailed",
     "DeferredToolCall",
     "DeferredToolResult",
     "DirectAgentExecutor",
@@ -163,6 +167,8 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "UserError",
+    "Workspace",
+    "WorkspaceError",
     "UserPromptPart",
     "apply_hitl_decisions",
 ]

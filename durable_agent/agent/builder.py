@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, cast
 
@@ -17,6 +18,7 @@ from ..engine.output import OutputValidator
 from ..engine.spec import Instructions, OversizedToolResult, SubAgent, default_description
 from ..engine.tools import TOOL_NAME as _TOOL_NAME
 from ..engine.tools import Tool, ToolFunc
+from ..environments.workspace.spec import DEFAULT_MAX_BYTES, WorkspaceSpec
 from ..models.base import Model, ModelSettings
 from .agent import Agent, NewOutputT, OutputT
 
@@ -52,6 +54,7 @@ class AgentBuilder(Generic[OutputT]):
         self._history_processors: list[HistoryProcessor] = []
         self._allowed_models: dict[str, Model] = {}
         self._subagents: list[SubAgent] = []
+        self._workspace: tuple[Any, int] | None = None
 
     def name(self, name: str) -> AgentBuilder[OutputT]:
         self._name = name
@@ -203,6 +206,22 @@ class AgentBuilder(Generic[OutputT]):
         )
         return self
 
+    def workspace(
+        self,
+        initial: Mapping[str, str | bytes] | str | os.PathLike[str] | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> AgentBuilder[OutputT]:
+        """Gives the agent's runs a workspace: a versioned file tree its tools reach as
+        `ctx.workspace`, starting empty, from `initial` (a local directory, copied in, or a
+        `{path: str | bytes}` dict), its files at most `max_bytes` (1 GiB by default). It
+        moves with the run: every checkpoint names its tree, and every way a run goes on
+        restores it (see docs/workspaces.md)."""
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
+            raise UserError(f"workspace max_bytes must be a positive int, got {max_bytes!r}")
+        self._workspace = (initial, max_bytes)
+        return self
+
     def build(self) -> Agent[OutputT]:
         tools: dict[str, Tool] = {}
         for tool in self._tools:
@@ -261,4 +280,6 @@ class AgentBuilder(Generic[OutputT]):
             history_processors=tuple(self._history_processors),
             allowed_models=dict(self._allowed_models),
             subagents=subagents,
+            # the initial tree's ref: a pure function of its content, computed now
+            workspace=WorkspaceSpec.of(*self._workspace) if self._workspace else None,
         )

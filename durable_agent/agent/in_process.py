@@ -13,6 +13,7 @@ import asyncio
 import time
 
 from ..contract.checkpoint import AgentCheckpoint, ExecutionSuspended
+from ..contract.environment import ENVIRONMENT_REF, EnvironmentChange
 from ..contract.errors import AgentError, UserError
 from ..contract.messages import ModelRequest, ModelResponse, ToolReturn
 from ..contract.state import RunStatus
@@ -33,16 +34,19 @@ from ..engine.subagents import (
     subagent_finished,
     subagent_output,
 )
+from ..environments import EnvironmentHost, default_host
 from ..models.base import DeltaSink
 
 __all__ = ["DirectNodeRunner", "run_in_process"]
 
 
 class DirectNodeRunner:
-    """Calls the node functions in this process."""
+    """Calls the node functions in this process; runs with a workspace keep it in
+    `environments` (default: this process's host for `DURABLE_AGENT_WORKSPACE_STORE`)."""
 
-    def __init__(self, agent: AgentSpec) -> None:
+    def __init__(self, agent: AgentSpec, environments: EnvironmentHost | None = None) -> None:
         self.agent = agent
+        self.environments = environments
 
     async def prepare_model_request(self, input: nodes.PrepareModelRequestInput) -> ModelRequest:
         return await nodes.prepare_model_request(self.agent, input)
@@ -56,19 +60,23 @@ class DirectNodeRunner:
         return await nodes.list_tools(self.agent, input)
 
     async def tool_call(self, input: nodes.ToolCallInput) -> nodes.ToolCallOutcome:
-        return await nodes.tool_call(self.agent, input)
+        return await nodes.tool_call(self.agent, input, environments=self.environments)
 
     async def subagent_call(
         self, call: SubagentCall
     ) -> nodes.ToolCallOutcome | SubagentWaiting | SubagentSuspended:
-        return await run_in_process(call)
+        return await run_in_process(call, self.environments)
+
+    async def workspace_merge(self, input: nodes.WorkspaceMergeInput) -> EnvironmentChange:
+        host = self.environments or default_host()
+        return await host.merge(input.base, input.current, input.changes, self.agent.workspace)
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome:
         return await nodes.validate_output(self.agent, input)
 
 
 async def run_in_process(
-    call: SubagentCall,
+    call: SubagentCall, environments: EnvironmentHost | None = None
 ) -> ToolCallOutcome | SubagentWaiting | SubagentSuspended:
     """Runs the sub-agent's own loop here (or goes on with its waiting run once its calls
     are decided); its checkpoints go to the parent's executor, their metadata naming the
@@ -89,7 +97,7 @@ async def run_in_process(
     controller = RunController(
         agent,
         Driver(
-            runner=DirectNodeRunner(agent),
+            runner=DirectNodeRunner(agent, environments),
             executor=call.executor,
             ids=call.ids,
         ),
@@ -148,4 +156,5 @@ async def _run_child(
         return subagent_failure(tool_call, error.kind, error.message, used)
     if final.status is RunStatus.WAITING:
         return SubagentWaiting(state=final)
-    return subagent_finished(tool_call, subagent_output(final), final.usage)
+    change = call.workspace_change(final.metadata.get(ENVIRONMENT_REF))
+    return subagent_finished(tool_call, subagent_output(final), final.usage, change)

@@ -15,6 +15,7 @@ __all__ = [
     "ApprovalRequired",
     "CallDeferred",
     "ConversationTooLarge",
+    "EnvironmentRestoreFailed",
     "HitlDecisionError",
     "InvalidInput",
     "MaxStepsExceeded",
@@ -28,6 +29,7 @@ __all__ = [
     "UnknownAgentError",
     "UsageLimitExceeded",
     "UserError",
+    "WorkspaceError",
 ]
 
 
@@ -98,6 +100,23 @@ class ConversationTooLarge(AgentError):
     out of history (external storage) or bounds it (a history processor)."""
 
     kind = "conversation_too_large"
+
+
+class EnvironmentRestoreFailed(AgentError):
+    """A run's environment could not be brought back as its state names it: a ref missing
+    from the store, an object whose content does not match its hash, a kind no provider is
+    registered for, or an agent's `initial` directory that is gone. The run fails rather
+    than go on with a silently empty workspace; a retry would find the same."""
+
+    kind = "environment_restore_failed"
+
+
+class WorkspaceError(AgentError):
+    """A tool asked its workspace for something it refuses (a path out of it, a device
+    file, a missing file, more bytes than its limit): the model reads it as the tool's
+    error return, and nothing the call wrote counts."""
+
+    kind = "workspace_error"
 
 
 class OutputRetryLimitExceeded(AgentError):

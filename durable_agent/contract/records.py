@@ -9,15 +9,13 @@ progress (`node_start`, `checkpoint`, `model_request`, ...), a run reports what 
 to show it working: `model_delta` (text or thinking as a streaming model produces it),
 `model_retry` (a newer attempt of a step's request replaced an earlier one: drop the text
 the earlier attempts streamed), `usage` (after each model response), `approval_requested`,
-`call_deferred`, `approval_decided`, `deferred_result`, `suspended` / `resumed` and
-`run_cancelled`. The `model_response` record carries the whole response (`text`,
+`call_deferred`, `approval_decided`, `deferred_result`, `suspended` / `resumed`,
+`run_cancelled` and `workspace_changed`. `model_response` carries the whole response (`text`,
 `thinking`, `calls`), so a client that missed or dropped deltas still shows the right text.
-A fork's stream opens with `forked` (where it came from); `steered` is a user's steering
-message arriving; a session reports `awaiting_prompt` between turns (each turn then runs
-`run_start` to `run_complete`) and `session_ended` at its end.
-
-Payload fields keep the order and the JSON the records had when `data` was a dict, so a
-reader of an older release (or of any JSON) sees the same records.
+A fork's stream opens with `forked`; `steered` is a user's steering message arriving; a
+session reports `awaiting_prompt` between turns and `session_ended` at its end. Payload
+fields keep the order and JSON the records had when `data` was a dict, so a reader of an
+older release (or of any JSON) sees the same records.
 """
 
 from __future__ import annotations
@@ -77,6 +75,7 @@ __all__ = [
     "UsageData",
     "WaitingCallData",
     "WaitingData",
+    "WorkspaceChangedData",
     "preview",
 ]
 
@@ -112,6 +111,7 @@ StreamKind = Literal[
     "run_cancelled",
     "subagent_start",
     "subagent_end",
+    "workspace_changed",
 ]
 TERMINAL_KINDS: frozenset[str] = frozenset(
     {"run_complete", "run_failed", "run_cancelled", "session_ended"}
@@ -441,6 +441,16 @@ class SubagentEndData(RecordData):
     agent: str = ""
     is_error: bool = False
     usage: Usage = Field(default_factory=Usage)
+
+
+class WorkspaceChangedData(RecordData):
+    """A call (or a merge of a response's calls) changed the workspace; its tree now."""
+
+    KIND = "workspace_changed"
+    added: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    environment_ref: str = ""
 
 
 def _kinds(base: type[RecordData]) -> Iterator[type[RecordData]]:

@@ -15,6 +15,7 @@ from pydantic import (
 
 from ._fields import WIRE_CONFIG, omit_empty, omit_none, shallow_copy
 from .decisions import DeferredToolCall, PendingToolApproval
+from .environment import EnvironmentBatch
 from .messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
 from .toolsets import ToolsetListing
 from .trace_context import TraceContext
@@ -97,6 +98,11 @@ class AgentRunState(BaseModel):
     trace_context: TraceContext | None = omit_none()
     """The trace this run's spans belong to (its `invoke_agent` span), set when tracing is
     on: kept in state so a resumed or continued-as-new run stays in the same trace."""
+
+    environment_batch: EnvironmentBatch | None = omit_none()
+    """For a run with an environment (`metadata["environment_ref"]`): the snapshot the
+    latest response's calls start from and the refs the calls that changed it left, until
+    the response's calls are done."""
 
     subagent_runs: dict[str, AgentRunState] = omit_empty(factory=dict)
     """In-process only: the state of each sub-agent run that waits for a human, by the

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .environment import Workspace
+
 __all__ = ["OUTPUT_TOOL_NAME", "ToolContext", "ToolDefinition"]
 
 OUTPUT_TOOL_NAME = "final_result"
@@ -32,6 +34,9 @@ class ToolContext:
 
     `idempotency_key` is stable across retries of the same call (run or workflow id plus the
     tool call id): a tool with side effects uses it to make a retried call safe.
+
+    `workspace` is the run's file tree for this call (`AgentBuilder.workspace`), None for
+    an agent without one.
     """
 
     run_id: str
@@ -43,3 +48,4 @@ class ToolContext:
     approved: bool = False
     idempotency_key: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    workspace: Workspace | None = None

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ..contract.checkpoint import AgentCheckpoint, AgentExecutionNode
 from ..contract.decisions import DeferredToolResult, ToolApprovalDecision
+from ..contract.environment import ENVIRONMENT_REF
 from ..contract.errors import HitlDecisionError, InvalidInput, UserError
 from ..contract.messages import ModelMessage
 from ..contract.records import RunStartData
@@ -90,12 +91,18 @@ class RunController:
         conversation_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> AgentRunState:
-        """The first state of a run; refuses a prompt no model should be sent."""
+        """The first state of a run; refuses a prompt no model should be sent. A run of an
+        agent with a workspace starts with its initial tree, unless `metadata` names the
+        tree to start from (a sub-agent's: its parent's as of the call)."""
+        meta = dict(metadata or {})
+        workspace = self.agent.workspace
+        if workspace is not None and ENVIRONMENT_REF not in meta:
+            meta[ENVIRONMENT_REF] = workspace.start_ref()
         return AgentRunState(
             run_id=new_id(self.driver.ids, "run"),
             conversation_id=conversation_id or new_id(self.driver.ids, "conv"),
             message_history=list(message_history or []),
-            metadata=dict(metadata or {}),
+            metadata=meta,
             pending_prompt=check_prompt(prompt),
             status=RunStatus.RUNNING,
         )

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..contract._fields import omit_empty, omit_none, trusted
+from ..contract.environment import EnvironmentChange
 from ..contract.messages import ModelMessage, ModelResponse, RetryPromptPart, ToolCall, ToolReturn
 from ..contract.tools import ToolDefinition
 from ..contract.toolsets import ToolsetTool
@@ -38,6 +39,7 @@ __all__ = [
     "ToolReturned",
     "ToolRetry",
     "ValidateOutputInput",
+    "WorkspaceMergeInput",
 ]
 
 
@@ -167,6 +169,10 @@ class ToolReturned(BaseModel):
     usage: Usage | None = omit_none()
     """What the call spent on models beyond the call itself (a sub-agent's run): added to
     the run's usage, so a parent's usage includes its sub-agents' at any depth."""
+    workspace: EnvironmentChange | None = omit_none()
+    """What the call changed in the run's workspace (None: nothing, or no workspace): the
+    loop applies it in call order. Left out of JSON when unset, so histories of runs
+    without one decode as before."""
 
 
 class ToolRetry(BaseModel):
@@ -196,6 +202,21 @@ ToolCallOutcome = Annotated[
     ToolReturned | ToolRetry | ToolApprovalNeeded | ToolDeferred, Field(discriminator="kind")
 ]
 ToolCallOutcomeAdapter: TypeAdapter[ToolCallOutcome] = TypeAdapter(ToolCallOutcome)
+
+
+class WorkspaceMergeInput(RunRef):
+    """The changes calls of one response made, each from `base` (in call order), to merge
+    over `base`; the answer says what that is from `current`, the run's tree now."""
+
+    base: str
+    current: str
+    changes: list[str]
+
+    @classmethod
+    def for_run(
+        cls, ref: RunRef, *, base: str, current: str, changes: list[str]
+    ) -> WorkspaceMergeInput:
+        return cls(**ref.fields(), base=base, current=current, changes=changes)
 
 
 class ValidateOutputInput(RunRef):

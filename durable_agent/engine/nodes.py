@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..contract._fields import replaced, trusted
+from ..contract.environment import ENVIRONMENT_REF, Workspace
 from ..contract.errors import (
     ApprovalRequired,
     CallDeferred,
@@ -24,6 +25,7 @@ from ..contract.errors import (
     ToolResultNotSerializable,
     ToolResultTooLarge,
     UserError,
+    WorkspaceError,
 )
 from ..contract.messages import (
     InstructionPart,
@@ -40,6 +42,7 @@ from ..contract.messages import (
 )
 from ..contract.tools import ToolContext
 from ..contract.toolsets import ToolsetListing, ToolsetResult, ToolsetTool
+from ..environments import EnvironmentHost, default_host
 from ..models.base import DeltaSink
 from . import telemetry
 from .node_io import (
@@ -59,6 +62,7 @@ from .node_io import (
     ToolRetry,
     ToolReturned,
     ValidateOutputInput,
+    WorkspaceMergeInput,
 )
 from .output import format_validation_error, parse_output, run_output_validator
 from .pricing import price_response
@@ -81,6 +85,7 @@ __all__ = [
     "ToolReturned",
     "ToolRetry",
     "ValidateOutputInput",
+    "WorkspaceMergeInput",
     "limit_tool_result",
     "list_tools",
     "model_request",
@@ -187,22 +192,77 @@ async def list_tools(agent: AgentSpec, input: ListToolsInput) -> ToolsetListing:
 
 
 async def tool_call(
-    agent: AgentSpec, input: ToolCallInput, *, executor: Executor | None = None
+    agent: AgentSpec,
+    input: ToolCallInput,
+    *,
+    executor: Executor | None = None,
+    environments: EnvironmentHost | None = None,
 ) -> ToolCallOutcome:
     """Runs one call. Workers pass an `executor` for sync tools so a blocking tool cannot
-    stall them."""
+    stall them, and their `environments` (default: this process's) for runs that have a
+    workspace."""
     with telemetry.tool_span(agent.name, input) as span:
-        outcome = await _tool_call(agent, input, executor)
+        ref = input.metadata.get(ENVIRONMENT_REF) if input.metadata else None
+        if ref is None:
+            outcome = await _tool_call(agent, input, executor, None)
+        else:
+            host = environments or default_host()
+            outcome = await _in_environment(agent, input, executor, host, ref)
         span.record(outcome)
     return outcome
 
 
+async def _in_environment(
+    agent: AgentSpec,
+    input: ToolCallInput,
+    executor: Executor | None,
+    host: EnvironmentHost,
+    ref: object,
+) -> ToolCallOutcome:
+    """The call with its workspace at the ref it starts from: on a return, what it changed
+    is stored and named in the outcome; anything else (it raised, asked to retry, waits
+    for a human) changes nothing."""
+    session = host.open(ref, input.run_id, agent.workspace)
+    workspace = session if isinstance(session, Workspace) else None
+    try:
+        outcome = await _tool_call(agent, input, executor, workspace)
+    except WorkspaceError as error:
+        session.discard()
+        return _workspace_error(input.call, error)
+    except BaseException:
+        session.discard()
+        raise
+    if session.failure is not None or not isinstance(outcome, ToolReturned):
+        session.discard()
+        if session.failure is not None:
+            raise session.failure
+        return outcome
+    try:
+        change = await host.commit(session)
+    except WorkspaceError as error:
+        return _workspace_error(input.call, error)
+    return outcome if change is None else replaced(outcome, workspace=change)
+
+
+def _workspace_error(call: ToolCall, error: WorkspaceError) -> ToolCallOutcome:
+    """What the workspace refused, as the tool's error return the model reads."""
+    return ToolReturned(
+        tool_return=ToolReturn(
+            tool_call_id=call.id,
+            name=call.name,
+            content=f"workspace error: {error.message}",
+            is_error=True,
+            error_kind=error.kind,
+        )
+    )
+
+
 async def _tool_call(
-    agent: AgentSpec, input: ToolCallInput, executor: Executor | None
+    agent: AgentSpec, input: ToolCallInput, executor: Executor | None, workspace: Workspace | None
 ) -> ToolCallOutcome:
     call = input.call
     if input.toolset_tool is not None:
-        return await _toolset_call(agent, input, input.toolset_tool)
+        return await _toolset_call(agent, input, input.toolset_tool, workspace)
     tool = agent.tools.get(call.name)
     if tool is None:
         return unknown_tool(call, sorted(agent.tools))
@@ -215,7 +275,7 @@ async def _tool_call(
         return _retry(call, format_validation_error(exc))
     started = time.perf_counter()
     try:
-        result = await tool.call(_tool_context(input), validated, executor=executor)
+        result = await tool.call(_tool_context(input, workspace), validated, executor=executor)
     except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
         return _stopped(input, exc)
     tool_return = trusted(
@@ -234,6 +294,7 @@ async def _tool_call(
         tool_return=limit_tool_result(agent, tool_return),
         toolset_changed=False,
         usage=None,
+        workspace=None,
     )
 
 
@@ -272,7 +333,7 @@ def _duration(started: float) -> dict[str, Any]:
     return {"duration_ms": micros // 1000, "duration_seconds": micros / 1_000_000}
 
 
-def _tool_context(input: ToolCallInput) -> ToolContext:
+def _tool_context(input: ToolCallInput, workspace: Workspace | None) -> ToolContext:
     call = input.call
     return _context(
         input,
@@ -281,11 +342,12 @@ def _tool_context(input: ToolCallInput) -> ToolContext:
         retry=input.retry,
         approved=input.approved,
         idempotency_key=input.idempotency_key or f"{input.run_id}:{call.id}",
+        workspace=workspace,
     )
 
 
 async def _toolset_call(
-    agent: AgentSpec, input: ToolCallInput, tool: ToolsetTool
+    agent: AgentSpec, input: ToolCallInput, tool: ToolsetTool, workspace: Workspace | None
 ) -> ToolCallOutcome:
     """A toolset tool's call: the same checks and control flow as a function tool's, with
     the arguments checked against the schema the run listed and the toolset running it."""
@@ -299,7 +361,9 @@ async def _toolset_call(
         return _retry(call, problem)
     started = time.perf_counter()
     try:
-        result: ToolsetResult = await toolset.call_tool(_tool_context(input), tool, arguments)
+        result: ToolsetResult = await toolset.call_tool(
+            _tool_context(input, workspace), tool, arguments
+        )
     except (ModelRetry, ApprovalRequired, CallDeferred) as exc:
         return _stopped(input, exc)
     tool_return = ToolReturn(

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..contract.checkpoint import AgentExecutor
+from ..contract.environment import EnvironmentChange
 from ..contract.messages import ModelRequest, ModelResponse
 from ..contract.records import StreamSink
 from ..contract.toolsets import ToolsetListing
@@ -48,6 +49,12 @@ class NodeRunner(Protocol):
         ...
 
     async def validate_output(self, input: nodes.ValidateOutputInput) -> nodes.OutputOutcome: ...
+
+    async def workspace_merge(self, input: nodes.WorkspaceMergeInput) -> EnvironmentChange:
+        """Merges the workspace changes of one response's calls (a store's I/O, which the
+        loop may not do): asked only when two or more calls changed it, or for a change
+        whose paths are not listed (a sub-agent's on Temporal)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ..contract.messages import ModelMessage, ToolCall
 from ..contract.tools import OUTPUT_TOOL_NAME, ToolContext, ToolDefinition
 from ..contract.toolsets import Toolset
 from ..contract.usage import UsageLimits
+from ..environments.workspace.spec import WorkspaceSpec
 from ..models.base import Model, ModelRequestParameters, ModelSettings
 from .approvers import ApproverMap
 from .history_processors import HistoryProcessor, apply_history_processors
@@ -89,6 +90,9 @@ class AgentSpec:
     subagents: Mapping[str, SubAgent] = field(default_factory=dict)
     """Agents this one's model may delegate to, each a tool by its name (`.subagent`)."""
     executor: AgentExecutor = field(default_factory=DirectAgentExecutor)
+    workspace: WorkspaceSpec | None = None
+    """The run's file tree (`AgentBuilder.workspace`): the tree a new run starts from and
+    its size limit; None for an agent whose runs have none."""
 
     def with_executor(self, executor: AgentExecutor) -> Self:
         return replace(self, executor=executor)

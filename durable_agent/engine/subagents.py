@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from ..contract._fields import trusted
 from ..contract.checkpoint import AgentCheckpoint, AgentExecutor
 from ..contract.decisions import DeferredToolResult, ToolApprovalDecision
+from ..contract.environment import ENVIRONMENT_REF, EnvironmentChange
 from ..contract.messages import ToolCall, ToolReturn
 from ..contract.state import AgentRunState
 from ..contract.usage import Usage
@@ -112,12 +113,25 @@ class SubagentCall:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """The child run's `state.metadata`."""
-        return {
+        """The child run's `state.metadata`: with the parent's workspace as of the call,
+        which the child starts from."""
+        metadata: dict[str, Any] = {
             PARENT_RUN_ID: self.parent_run_id,
             PARENT_TOOL_CALL_ID: self.input.call.id,
             SUBAGENT_DEPTH: self.depth,
         }
+        environment = self.input.metadata.get(ENVIRONMENT_REF)
+        if environment is not None:
+            metadata[ENVIRONMENT_REF] = environment
+        return metadata
+
+    def workspace_change(self, final: object) -> EnvironmentChange | None:
+        """The change a finished child hands back: from the tree it started from to its
+        `final` ref, paths not listed (the parent's runner lists them)."""
+        base = self.input.metadata.get(ENVIRONMENT_REF)
+        if not isinstance(base, str) or not isinstance(final, str) or final == base:
+            return None
+        return EnvironmentChange(base=base, environment_ref=final, listed=False)
 
 
 def child_id(prefix: str, name: str, ref: ToolCallInput) -> str:
@@ -138,7 +152,13 @@ def output_of(structured_output: Any, output: Any) -> Any:
     return structured_output if structured_output is not None else output
 
 
-def _returned(call: ToolCall, content: Any, usage: Usage, **extra: Any) -> ToolCallOutcome:
+def _returned(
+    call: ToolCall,
+    content: Any,
+    usage: Usage,
+    workspace: EnvironmentChange | None = None,
+    **extra: Any,
+) -> ToolCallOutcome:
     return ToolReturned(
         tool_return=trusted(
             ToolReturn,
@@ -151,13 +171,17 @@ def _returned(call: ToolCall, content: Any, usage: Usage, **extra: Any) -> ToolC
             metadata=extra.get("metadata", {}),
         ),
         usage=usage,
+        workspace=workspace,
     )
 
 
-def subagent_finished(call: ToolCall, output: Any, usage: Usage) -> ToolCallOutcome:
+def subagent_finished(
+    call: ToolCall, output: Any, usage: Usage, workspace: EnvironmentChange | None = None
+) -> ToolCallOutcome:
     """A finished sub-agent's output as the call's return, its usage the parent's too
-    (from its final state in-process, from its child workflow's result on Temporal)."""
-    return _returned(call, output, usage)
+    (from its final state in-process, from its child workflow's result on Temporal), and
+    what it changed in the workspace it started from (applied like a tool call's)."""
+    return _returned(call, output, usage, workspace)
 
 
 def subagent_failure(

@@ -19,10 +19,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentError, ModelHTTPError, ModelRequest, ModelResponse
+from durable_agent.contract.environment import ENVIRONMENT_REF, EnvironmentChange
 from durable_agent.contract.toolsets import ToolsetListing
 from durable_agent.engine import nodes
 from durable_agent.engine.quotas import model_key
 from durable_agent.engine.spec import AgentSpec
+from durable_agent.environments import EnvironmentHost
 from durable_agent.models.fallback import FallbackModel
 from durable_agent.temporal.wire import (
     ListToolsActivityInput,
@@ -30,6 +32,7 @@ from durable_agent.temporal.wire import (
     PrepareActivityInput,
     ToolCallActivityInput,
     ValidateOutputActivityInput,
+    WorkspaceMergeActivityInput,
 )
 
 from .compaction.caches import PayloadCaches
@@ -131,11 +134,13 @@ class NodeActivities:
         caches: PayloadCaches,
         tool_threads: ToolThreads,
         toolsets: ToolsetPool,
+        environments: Callable[[], EnvironmentHost],
     ) -> None:
         self._hosting = hosting
         self._caches = caches
         self._tool_threads = tool_threads
         self._toolsets = toolsets
+        self._environments = environments
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity a worker hosting agents runs (`load_checkpoint` keeps no state)."""
@@ -145,6 +150,7 @@ class NodeActivities:
             self.list_tools,
             self.tool_call,
             self.validate_output,
+            self.workspace_merge,
             load_checkpoint,
         ]
 
@@ -223,7 +229,10 @@ class NodeActivities:
             if request.toolset_tool is not None:
                 await self._toolsets.acquire(agent.toolset(request.toolset_tool.toolset))
             threads = self._tool_threads.executor()
-            outcome = await nodes.tool_call(agent, request, executor=threads)
+            environments = self._environments() if ENVIRONMENT_REF in request.metadata else None
+            outcome = await nodes.tool_call(
+                agent, request, executor=threads, environments=environments
+            )
             if isinstance(outcome, nodes.ToolReturned):
                 size = outcome.tool_return.metadata.get("truncated_from_bytes")
                 if size is not None:
@@ -244,6 +253,16 @@ class NodeActivities:
             if isinstance(outcome, nodes.OutputOk) and workflow_id is not None:
                 self._caches.histories.forget(workflow_id)
             return outcome
+
+    @activity.defn(name="workspace_merge")
+    async def workspace_merge(self, input: WorkspaceMergeActivityInput) -> EnvironmentChange:
+        """Merges the workspace changes of one response's calls in the worker's store (only
+        refs come in and go out)."""
+        request = input.input
+        async with _guard(input.agent, "workspace_merge", request.run_step):
+            spec = self._registration(input.agent).agent.workspace
+            host = self._environments()
+            return await host.merge(request.base, request.current, request.changes, spec)
 
 
 FALLBACK_ATTEMPT_STRIDE = 1000

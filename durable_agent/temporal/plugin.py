@@ -134,6 +134,7 @@ class DurableAgentPlugin(SimplePlugin):
         tracing: bool | TracerProvider = False,
         tracer_provider: TracerProvider | None = None,
         quotas: Mapping[str, ModelQuota] | None = None,
+        workspace_store: str | None = None,
     ) -> None:
         """`agents` are hosted by every worker (and replayer) this plugin configures; an
         `AgentRegistration(agent, AgentActivityConfig(...))` sets that agent's activity timeouts.
@@ -158,7 +159,13 @@ class DurableAgentPlugin(SimplePlugin):
         `quotas` (see `durable_agent.quotas`): `{"openai:gpt-4.1": ModelQuota(...)}`, the
         limits every run of the worker's task queue keeps to for that `provider:model`, across
         all workers of the queue; configure every worker of a queue the same.
+
+        `workspace_store` (see `durable_agent.environments`): where the workspaces of runs
+        live, a URL (`file:///path`, `s3://bucket/prefix`, `memory://`) every worker of
+        the queue shares; default `DURABLE_AGENT_WORKSPACE_STORE`, else
+        `.durable-agent/workspaces` in the current directory.
         """
+        self.workspace_store = workspace_store
         self.quotas = _checked_quotas(quotas or {})
         entries: dict[str, tuple[AgentSpec, AgentRegistration | None]] = {}
         for entry in agents:
@@ -315,6 +322,13 @@ class DurableAgentPlugin(SimplePlugin):
                 ) from None
         if self.quotas:
             hosting.quotas.update(self.quotas)
+        if self.workspace_store is not None:
+            if runtime.workspace_store not in (None, self.workspace_store):
+                raise PluginConfigurationError(
+                    "two DurableAgentPlugins on one worker bring different workspace_store "
+                    "URLs; give it to one of them"
+                )
+            runtime.workspace_store = self.workspace_store
         if self.approval_keys is not None:
             if hosting.approval_keys not in (None, self.approval_keys):
                 raise PluginConfigurationError(

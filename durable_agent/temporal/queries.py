@@ -137,6 +137,8 @@ class AgentStatusView(BaseModel):
     """The child workflows of this run's sub-agent calls, oldest first."""
     quota_wait: QuotaWaitView | None = None
     """Set while the run waits for its model quota's grant: which key, since when."""
+    environment_ref: str | None = None
+    """The run's workspace now (`state.metadata["environment_ref"]`); None without one."""
     model: str | None = None
     """Who answered the latest model request, `provider:model` as the response names it
     (with a `FallbackModel`, the member that answered)."""

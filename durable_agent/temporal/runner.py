@@ -24,6 +24,7 @@ from durable_agent import (
     ModelRequest,
     ModelResponse,
 )
+from durable_agent.contract.environment import EnvironmentChange
 from durable_agent.contract.toolsets import ToolsetListing
 from durable_agent.engine.ids import uuid4_text
 from durable_agent.engine.node_io import (
@@ -34,6 +35,7 @@ from durable_agent.engine.node_io import (
     ToolCallInput,
     ToolCallOutcome,
     ValidateOutputInput,
+    WorkspaceMergeInput,
 )
 from durable_agent.engine.quotas import ModelQuota, estimate_tokens, model_key
 from durable_agent.engine.spec import AgentSpec
@@ -51,6 +53,7 @@ from .wire import (
     ModelRequestActivityInput,
     PrepareActivityInput,
     ValidateOutputActivityInput,
+    WorkspaceMergeActivityInput,
 )
 
 __all__ = ["ActivityNodeRunner", "NodeActivityFailed", "SubagentCaller", "WorkflowIdSource"]
@@ -397,6 +400,19 @@ class ActivityNodeRunner:
             node=node,
         )
         return self.packer.tool_outcome(outcome.root, input)
+
+    async def workspace_merge(self, input: WorkspaceMergeInput) -> EnvironmentChange:
+        """An activity on the tools' workers (they hold the store and the trees): asked
+        only by runs with a workspace, so runs without one schedule what they always did."""
+        merged: EnvironmentChange = await _execute(
+            "workspace_merge",
+            WorkspaceMergeActivityInput(agent=self.name, input=input),
+            EnvironmentChange,
+            summary=f"workspace_merge · step {input.run_step} · {len(input.changes)} changes",
+            options=self._routed(self.config.options("tool_call"), "tools"),
+            node="workspace_merge",
+        )
+        return merged
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
         validated: _OutputOutcomeResult = await self._quick(

@@ -25,6 +25,7 @@ from temporalio.worker import (
 )
 
 from ..engine.spec import AgentSpec
+from ..environments import EnvironmentHost
 from .activities import NodeActivities
 from .compaction.caches import PayloadCaches
 from .hosting import HOSTING_EXTERN, Hosting
@@ -37,15 +38,20 @@ __all__ = ["RuntimeInterceptor", "WorkerRuntime", "find_runtime", "runtime_of"]
 
 class WorkerRuntime:
     """One worker's agents and settings (`hosting`) with the state its activities keep:
-    payload caches, the threads sync tools run on, and its open MCP toolsets."""
+    payload caches, the threads sync tools run on, its open MCP toolsets, and its
+    environments (the workspace store and the trees it materialized, made at first use)."""
 
     def __init__(self) -> None:
         self.hosting = Hosting()
         self.caches = PayloadCaches()
         self.tool_threads = ToolThreads()
         self.toolsets = ToolsetPool()
+        self.workspace_store: str | None = None
+        """The workspace store's URL (`DurableAgentPlugin(workspace_store=...)`; None: from
+        `DURABLE_AGENT_WORKSPACE_STORE`, else `.durable-agent/workspaces`)."""
+        self._environments: EnvironmentHost | None = None
         self.activities = NodeActivities(
-            self.hosting, self.caches, self.tool_threads, self.toolsets
+            self.hosting, self.caches, self.tool_threads, self.toolsets, self.environments
         )
         self.listed: list[AgentSpec] = []
         """The agents the worker's plugins list, whose toolsets are checked at its start
@@ -55,6 +61,13 @@ class WorkerRuntime:
     @property
     def agents(self) -> AgentRegistry:
         return self.hosting.agents
+
+    def environments(self) -> EnvironmentHost:
+        """The worker's environment providers, made when a run with a workspace first
+        needs them (a worker whose runs have none never opens a store)."""
+        if self._environments is None:
+            self._environments = EnvironmentHost(self.workspace_store)
+        return self._environments
 
     @contextlib.asynccontextmanager
     async def running(self, slots: int) -> AsyncIterator[None]:
@@ -76,6 +89,9 @@ class WorkerRuntime:
                 self.tool_threads.release(slots)
         finally:
             await self.toolsets.close()
+            if self._environments is not None:
+                self._environments.close()
+                self._environments = None
             self._running = False
 
 

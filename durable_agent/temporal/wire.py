@@ -30,6 +30,7 @@ from durable_agent.engine.node_io import (
     PrepareModelRequestInput,
     ToolCallInput,
     ValidateOutputInput,
+    WorkspaceMergeInput,
 )
 from durable_agent.temporal.queries import (
     AgentStatusView,
@@ -87,6 +88,7 @@ __all__ = [
     "ToolCallActivityInput",
     "UpdateAccepted",
     "ValidateOutputActivityInput",
+    "WorkspaceMergeActivityInput",
 ]
 
 
@@ -273,6 +275,9 @@ class AgentWorkflowResult(BaseModel):
     conversation_id: str
     usage: Usage
     run_step: int
+    environment_ref: str | None = omit_none()
+    """The run's workspace at its end (None: it has none): a sub-agent's hands its
+    changes back to its parent with it."""
 
 
 class ResumeSignal(BaseModel):
@@ -440,3 +445,8 @@ class ToolCallActivityInput(BaseModel):
 class ValidateOutputActivityInput(BaseModel):
     agent: str
     input: ValidateOutputInput
+
+
+class WorkspaceMergeActivityInput(BaseModel):
+    agent: str
+    input: WorkspaceMergeInput

@@ -22,7 +22,7 @@ from ...contract.decisions import (
 from ...contract.messages import ToolCall
 from ...contract.records import SubagentStartData, SuspendedData, ToolCallData
 from ...contract.state import AgentRunState
-from ..node_io import RunRef, ToolCallInput
+from ..node_io import RunRef, ToolCallInput, ToolReturned
 from ..spec import AgentSpec
 from ..subagents import SubagentSuspended, child_id
 from .boundaries import Boundaries
@@ -31,6 +31,7 @@ from .holds import SubagentHolds
 from .outcomes import OutcomeApplier
 from .recorder import Recorder
 from .toolset_index import ToolsetIndex
+from .workspace import WorkspaceSteps
 
 __all__ = [
     "AskApproval",
@@ -136,6 +137,7 @@ class ToolBatch:
         holds: SubagentHolds,
         outcomes: OutcomeApplier,
         dispatcher: ToolDispatcher,
+        workspace: WorkspaceSteps,
     ) -> None:
         self.agent = agent
         self.state = state
@@ -145,9 +147,12 @@ class ToolBatch:
         self.holds = holds
         self.outcomes = outcomes
         self.dispatcher = dispatcher
+        self.workspace = workspace
 
     async def run(self, calls: Sequence[ToolCall], ref: RunRef) -> None:
-        """Runs the calls that have no outcome yet; outcomes are applied in call order."""
+        """Runs the calls that have no outcome yet; outcomes are applied in call order,
+        then what they changed in the run's workspace."""
+        ref = self.workspace.start_ref(ref)
         batch = self._prepare(classify(calls, self.state, self.agent, self.holds), ref)
         if not batch:
             return
@@ -156,6 +161,13 @@ class ToolBatch:
         outcomes = await self.dispatcher.run(batch)
         for item, outcome in zip(batch, outcomes, strict=True):
             self.outcomes.apply(item.input.call, outcome)
+        changes = [
+            (item.input.call, outcome.workspace)
+            for item, outcome in zip(batch, outcomes, strict=True)
+            if isinstance(outcome, ToolReturned) and outcome.workspace is not None
+        ]
+        if changes:
+            await self.workspace.apply(changes, ref)
         suspended = [o for o in outcomes if isinstance(o, SubagentSuspended)]
         if suspended:
             # Every other call's outcome is in state: resuming redoes only the suspended.

@@ -40,6 +40,7 @@ from .outcomes import OutcomeApplier
 from .recorder import Recorder
 from .tool_steps import ToolSteps
 from .toolset_index import ToolsetIndex
+from .workspace import WorkspaceSteps
 
 __all__ = ["AgentLoop"]
 
@@ -81,8 +82,17 @@ class AgentLoop:
             prefix=driver.idempotency_prefix or state.run_id,
             max_concurrent=min(limits) if limits else None,
         )
+        workspace = WorkspaceSteps(state, recorder, driver.runner)
         batch = ToolBatch(
-            agent, state, recorder, self.boundaries, toolsets, holds, outcomes, dispatcher
+            agent,
+            state,
+            recorder,
+            self.boundaries,
+            toolsets,
+            holds,
+            outcomes,
+            dispatcher,
+            workspace,
         )
         tools = self.tools = ToolSteps(agent, state, recorder, batch)
         self.model = ModelSteps(
@@ -145,6 +155,7 @@ class AgentLoop:
             self.tools,
             self.tools.batch,
             self.tools.batch.dispatcher,
+            self.tools.batch.workspace,
             self.outcomes,
             self.toolsets,
             self.boundaries,

@@ -97,4 +97,5 @@ class ToolSteps:
                 ),
             )
             return None
+        self.batch.workspace.done()
         return N.PREPARE_MODEL_REQUEST

@@ -152,7 +152,8 @@ def pack_tool_outcome(outcome: ToolCallOutcome, call_id: str, name: str) -> dict
     metadata = ret.get("metadata")
     if isinstance(metadata, dict) and metadata.get("duration_ms") == _millis(metadata):
         del metadata["duration_ms"]
-    return data if outcome.toolset_changed else ret
+    # a plain return without `kind`: only while nothing but the return is set
+    return data if outcome.toolset_changed or outcome.workspace is not None else ret
 
 
 def unpack_tool_outcome(data: Any, call_id: str, name: str) -> ToolCallOutcome:

@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ...contract.environment import ENVIRONMENT_REF
     from ...contract.records import AwaitingPromptData, SessionEndedData
     from ...contract.state import AgentRunState
     from ...engine.controller import RunController, prompt_problem
@@ -39,7 +40,13 @@ def result_of(state: AgentRunState) -> AgentWorkflowResult:
         conversation_id=state.conversation_id,
         usage=state.usage,
         run_step=state.run_step,
+        environment_ref=_environment_ref(state),
     )
+
+
+def _environment_ref(state: AgentRunState) -> str | None:
+    ref = state.metadata.get(ENVIRONMENT_REF)
+    return ref if isinstance(ref, str) else None
 
 
 async def finished(state: AgentRunState) -> AgentRunState:
@@ -122,12 +129,17 @@ class Session:
     def start_turn(
         self, controller: RunController, prompt: str, state: AgentRunState
     ) -> Coroutine[Any, Any, AgentRunState]:
-        """The next turn's drive, with the whole conversation so far."""
+        """The next turn's drive, with the whole conversation so far (and the workspace as
+        the last turn left it)."""
+        metadata = dict(self._input.metadata)
+        environment = _environment_ref(state)
+        if environment is not None:
+            metadata[ENVIRONMENT_REF] = environment
         following = controller.new_state(
             prompt,
             message_history=state.message_history,
             conversation_id=state.conversation_id,
-            metadata=self._input.metadata,
+            metadata=metadata,
         )
         return controller.start(following, stream_start=self._live.seq)
 

@@ -128,7 +128,8 @@ class SubagentRuns:
             return subagent_failure(tool_call, kind, message, view.usage)
         self._ended(child_id, result.status, result.usage)
         output = output_of(result.structured_output, result.output)
-        return subagent_finished(tool_call, output, result.usage)
+        change = call.workspace_change(result.environment_ref)
+        return subagent_finished(tool_call, output, result.usage, change)
 
     def _ended(self, child_id: str, status: str, usage: Usage | None = None) -> None:
         view = self._views[child_id]

@@ -16,6 +16,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.decisions import PendingCall
+    from ...contract.environment import ENVIRONMENT_REF
     from ...contract.state import AgentRunState, RunStatus
     from ...contract.usage import Usage
     from ..executor import TemporalExecutor
@@ -230,7 +231,13 @@ class Visibility:
             session=self._session.view(),
             subagents=self._subagents.views(),
             model=_answered_by(state),
+            environment_ref=_environment_ref(state),
         )
+
+
+def _environment_ref(state: AgentRunState | None) -> str | None:
+    ref = state.metadata.get(ENVIRONMENT_REF) if state is not None else None
+    return ref if isinstance(ref, str) else None
 
 
 def _answered_by(state: AgentRunState | None) -> str | None:
