@@ -4,7 +4,8 @@
 in `replay_agents.py`); `tests/histories/<release>/*.json` by a previous release's own worker
 (`tests.record_release_histories`, agents in `upgrade_agents.py`), including runs that
 release left waiting for approval, suspended at a boundary and in the middle of a tool call.
-Every `*.json` under tests/histories replays here.
+Every `*.json` under tests/histories replays here, through the test kit users get
+(`durable_agent.testing.replay_folder`, one test per file, on `replay_histories`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
+from durable_agent.testing import NonDeterministicReplay, replay_folder, replay_histories
+
 from .replay_agents import replay_agents
-from .temporal_support import event_types, new_replayer
+from .temporal_support import event_types
 from .upgrade_agents import AGENTS as UPGRADE_AGENTS
 
 HISTORY_DIR = Path(__file__).resolve().parent / "histories"
@@ -72,12 +75,18 @@ def test_release_histories_include_unfinished_runs(release: str) -> None:
     assert last.activity_task_scheduled_event_attributes.activity_type.name == "tool_call"
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[history_id(p) for p in HISTORIES])
-async def test_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(history_id(path), json.loads(path.read_text()))
-    replayer = new_replayer(agents=[*replay_agents(), *UPGRADE_AGENTS])
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+def every_agent() -> list[object]:
+    return [*replay_agents(), *UPGRADE_AGENTS]
+
+
+test_history_replays = replay_folder(HISTORY_DIR, agents=every_agent)
+"""One test per file under tests/histories, named by its path there (`v0.2.0/approved`)."""
+
+
+def test_every_history_file_has_its_replay_test() -> None:
+    marker = test_history_replays.pytestmark[0]  # type: ignore[attr-defined]
+    assert list(marker.args[1]) == HISTORIES
+    assert marker.kwargs["ids"] == [history_id(p) for p in HISTORIES]
 
 
 async def test_a_changed_agent_fails_replay() -> None:
@@ -104,8 +113,9 @@ async def test_a_changed_agent_fails_replay() -> None:
         .build()
     )
     path = HISTORY_DIR / "tool_run.json"
-    history = WorkflowHistory.from_json("tool_run", json.loads(path.read_text()))
-    replayer = new_replayer(agents=[changed])
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is not None
-    assert "Nondeterminism" in str(result.replay_failure)
+    with pytest.raises(NonDeterministicReplay) as failed:
+        await replay_histories([path], agents=[changed])
+    assert "Nondeterminism" in str(failed.value.failure)
+    assert failed.value.workflow_id == "tool_run"
+    assert failed.value.event.startswith("event ")
+    assert f"{path}: workflow 'tool_run'" in str(failed.value)
