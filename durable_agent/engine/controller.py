@@ -27,10 +27,22 @@ from .overrides import with_instructions
 from .runner import Driver
 from .spec import AgentSpec
 
-__all__ = ["MAX_PROMPT_CHARS", "RunController", "prompt_problem", "steering_problem"]
+__all__ = [
+    "MAX_PROMPT_BYTES",
+    "MAX_PROMPT_CHARS",
+    "RunController",
+    "prompt_problem",
+    "size_problem",
+    "steering_problem",
+]
 
 MAX_PROMPT_CHARS = 1_000_000
 """Longer prompts are refused: large documents belong behind a tool, not in every request."""
+
+MAX_PROMPT_BYTES = 1_900_000
+"""A prompt (or steering message) of more UTF-8 bytes is refused, however few characters
+it has: a run's input carries it in one Temporal payload (2 MB by default), and an emoji
+is four bytes. A prompt of 470,000 '🚀' (1.88 MB) still starts."""
 
 
 def check_prompt(prompt: object) -> str:
@@ -38,12 +50,32 @@ def check_prompt(prompt: object) -> str:
         raise UserError(f"prompt must be a string, got {type(prompt).__name__}")
     if not prompt.strip():
         raise InvalidInput("the prompt is empty; send the task for the agent")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise InvalidInput(
-            f"the prompt has {len(prompt)} characters, more than the {MAX_PROMPT_CHARS} "
+    if problem := size_problem(prompt, "prompt"):
+        raise InvalidInput(problem)
+    return prompt
+
+
+def size_problem(text: str, what: str) -> str | None:
+    """Why `text` is too large to send as `what` ("prompt", "steering message"), or None.
+    Characters bound what a model is sent; UTF-8 bytes bound what a payload carries, and
+    one character may be four bytes (an emoji) or more. Clients check this before they
+    send, as the workflow does, since the server refuses a payload over its limit before
+    any validator could."""
+    if len(text) > MAX_PROMPT_CHARS:
+        return (
+            f"the {what} has {len(text)} characters, more than the {MAX_PROMPT_CHARS} "
             "allowed; send large documents through a tool instead"
         )
-    return prompt
+    if len(text) * 4 <= MAX_PROMPT_BYTES:
+        return None  # no character is more than four bytes of UTF-8
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_PROMPT_BYTES:
+        return (
+            f"the {what} is {size} bytes as UTF-8, more than the {MAX_PROMPT_BYTES} one "
+            "Temporal payload carries with room for the rest of the run's input; send large "
+            "documents through a tool instead"
+        )
+    return None
 
 
 def prompt_problem(prompt: object) -> str | None:
@@ -61,12 +93,7 @@ def steering_problem(message: object) -> str | None:
         return f"the steering message must be a string, got {type(message).__name__}"
     if not message.strip():
         return "the steering message is empty; send the text the model should read"
-    if len(message) > MAX_PROMPT_CHARS:
-        return (
-            f"the steering message has {len(message)} characters, more than the "
-            f"{MAX_PROMPT_CHARS} allowed; send large documents through a tool instead"
-        )
-    return None
+    return size_problem(message, "steering message")
 
 
 class RunController:

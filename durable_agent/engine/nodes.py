@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from ..contract._fields import replaced, trusted
 from ..contract.environment import ENVIRONMENT_REF, Workspace
@@ -397,9 +397,14 @@ def _jsonable(result: object, call: ToolCall) -> Any:
 
 def limit_tool_result(agent: AgentSpec, result: ToolReturn) -> ToolReturn:
     """Applies the agent's `max_tool_result_bytes`, so one huge result cannot fill the
-    model's context (or, on Temporal, the run's history)."""
-    text = result.content if isinstance(result.content, str) else json.dumps(result.content)
-    size = len(text.encode())
+    model's context (or, on Temporal, the run's history). Sizes are UTF-8 bytes of the JSON
+    the payload carries (an emoji is four bytes, not a twelve-byte `\\ud83d\\ude80` escape)."""
+    content = result.content
+    if isinstance(content, str):
+        encoded = content.encode("utf-8", "surrogatepass")
+    else:
+        encoded = to_json(content)
+    size = len(encoded)
     limit = agent.max_tool_result_bytes
     if size <= limit:
         return result
@@ -409,7 +414,7 @@ def limit_tool_result(agent: AgentSpec, result: ToolReturn) -> ToolReturn:
             f"max_tool_result_bytes={limit}; return less (or a reference to the data), or "
             "raise the limit with AgentBuilder.max_tool_result_bytes(...)"
         )
-    kept = text.encode()[: max(limit - 200, 0)].decode(errors="ignore")
+    kept = encoded[: max(limit - 200, 0)].decode(errors="ignore")
     return result.model_copy(
         update={
             "content": f"{kept}\n[truncated by durable-agent: the tool returned {size} bytes, "

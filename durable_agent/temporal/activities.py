@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import structlog
 from pydantic import BaseModel
-from pydantic_core import to_json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -296,8 +295,9 @@ R = TypeVar("R", bound=BaseModel | dict[str, Any])
 
 
 def _checked(result: R, what: str) -> R:
-    """Fails clearly (and for good) instead of letting the server reject the payload."""
-    size = len(to_json(result))
+    """Fails clearly (and for good) instead of letting the server reject the payload.
+    Measured as the worker's payload converter writes it: bytes, not characters."""
+    size = activity.payload_converter().to_payload(result).ByteSize()
     if size > PAYLOAD_LIMIT_BYTES:
         raise ApplicationError(
             f"{what} produced {size} bytes, more than Temporal accepts in one payload "

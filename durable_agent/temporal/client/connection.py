@@ -19,6 +19,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ...contract.errors import InvalidInput
+from ...engine.controller import size_problem
 from ...engine.overrides import AgentOverrides
 from ..markdown import literal
 from ..plugin import DurableAgentPlugin
@@ -87,8 +88,8 @@ class Connection:
         workflow_input = AgentWorkflowInput(
             agent=agent, prompt=prompt, **_input_fields(input_fields)
         )
-        if problem := workflow_input.problem():
-            raise InvalidInput(problem)
+        if problem := workflow_input.problem() or size_problem(prompt, "prompt"):
+            raise InvalidInput(problem)  # a prompt over the payload limit cannot even start
         _check_overrides(self.client, workflow_input)
         workflow_id = workflow_id or f"agent-{agent}-{uuid.uuid4().hex[:8]}"
         queue = task_queue or self.task_queue

@@ -27,6 +27,7 @@ from durable_agent import (
 )
 
 from ...contract.decisions import ToolApprovalDecision, denial_problem
+from ...engine.controller import size_problem
 from ..run_errors import NotAnAgentRun, Rejected, RunClosed, RunFailed
 from ..signing import sign_signal
 from ..streams import DEFAULT_POLL_INTERVAL, CheckpointChain, StreamReader
@@ -324,6 +325,8 @@ class AgentRunHandle:
         """A session's next turn (`send_prompt` update): waits, without a timeout once the
         session has taken it, for that turn's result.
 
+        if problem := size_problem(message, "steering message"):
+            raise Rejected(self.id, problem, "invalid_steering")  # the server would refuse it
         `Rejected` (`invalid_prompt`) for an empty prompt, a run that is not a session, a
         session busy with a turn or ending; `RunFailed` (`turn_failed: ...`) when the turn
         fails, and the session with it. A session that is just continuing as new between
@@ -337,6 +340,8 @@ class AgentRunHandle:
 
         for delay in (*SESSION_RETRY_DELAYS, None):
             try:
+        if problem := size_problem(prompt, "prompt"):
+            raise Rejected(self.id, problem, "invalid_prompt")  # the server would refuse it
                 update = await self._act("prompt", send)
                 result: AgentWorkflowResult = await update.result()
                 return result

@@ -40,7 +40,9 @@ __all__ = ["CONTINUATION_LIMIT_BYTES", "Chain"]
 
 CONTINUATION_LIMIT_BYTES = 1_900_000
 """Just under Temporal's default 2 MB payload limit: a larger continuation is refused by
-the server, and every workflow task after it would fail."""
+the server, and every workflow task after it would fail. Measured on the payload the
+workflow's converter writes (UTF-8 JSON for the plugin's: an emoji is four bytes), before
+a codec, which adds a few dozen."""
 
 
 class Chain:
@@ -168,7 +170,8 @@ class Chain:
             }
         )
         if not self._external_storage:
-            size = len(continued.model_dump_json())
+            # Bytes as the server gets them (a character may be four), not characters.
+            size = workflow.payload_converter().to_payload(continued).ByteSize()
             if size > CONTINUATION_LIMIT_BYTES:
                 raise ConversationTooLarge(
                     f"continuing as new would carry {size} bytes ({len(kept)} messages), more "
