@@ -720,3 +720,36 @@ async def test_a_tool_that_swallows_a_restore_failure_still_fails_the_run() -> N
             metadata=state_metadata,
             runner=DirectNodeRunner(agent, EnvironmentHost(MemoryStore("swallow"))),
         )
+
+
+@pytest.mark.server  # it starts a process
+async def test_local_dir_for_processes(host: EnvironmentHost) -> None:
+    import subprocess
+    import sys
+
+    def compile_check(ctx: ToolContext, path: str) -> str:
+        assert ctx.workspace is not None
+        where = ctx.workspace.local_dir()
+        done = subprocess.run(
+            [sys.executable, "-m", "py_compile", path], cwd=where, capture_output=True, text=True
+        )
+        return "compiles" if done.returncode == 0 else "error: " + done.stderr.splitlines()[-1]
+
+    agent = run_agent(
+        [
+            tool_response(call("write", "c1", path="pkg/good.py", text="x = 1\n")),
+            tool_response(call("compile_check", "c2", path="pkg/good.py")),
+            tool_response(call("write", "c3", path="pkg/bad.py", text="def (:\n")),
+            tool_response(call("compile_check", "c4", path="pkg/bad.py")),
+            text_response("ok"),
+        ],
+        write,
+        compile_check,
+    )
+    result = await agent.run("go", runner=DirectNodeRunner(agent, host))
+    assert returns(result)["c2"] == "compiles"
+    assert returns(result)["c4"].startswith("error: SyntaxError")
+    # what the process left (its bytecode) is the call's change too
+    kept = files_of(host, ref_of(result))
+    assert {"pkg/good.py", "pkg/bad.py"} <= set(kept)
+    assert any(p.startswith("pkg/__pycache__/good") for p in kept)

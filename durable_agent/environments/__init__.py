@@ -35,6 +35,7 @@ __all__ = [
     "EnvironmentProvider",
     "EnvironmentSession",
     "default_host",
+    "register_provider",
 ]
 
 
@@ -80,26 +81,18 @@ class EnvironmentHost:
     def register(
         self, provider: EnvironmentProvider, *, allow_host_resources: bool = False
     ) -> None:
-        """Adds (or replaces) the provider of `provider.kind`."""
-        kind = getattr(provider, "kind", None)
-        if not isinstance(kind, str) or not kind or ":" in kind:
-            raise UserError(f"an environment provider needs a kind without ':', got {kind!r}")
-        if getattr(provider, "host_resources", True) and not allow_host_resources:
-            raise UserError(
-                f"environment provider {kind!r} reaches host resources named in run state; "
-                "register it with allow_host_resources=True if this host trusts that"
-            )
-        self._providers[kind] = provider
+        """Adds (or replaces) this host's provider of `provider.kind`."""
+        self._providers[_checked(provider, allow_host_resources)] = provider
 
     def provider(self, ref: object) -> EnvironmentProvider:
         if not isinstance(ref, str) or ":" not in ref:
             raise EnvironmentRestoreFailed(f"{ref!r} is not an environment ref (<kind>:<id>)")
         kind = ref.partition(":")[0]
-        provider = self._providers.get(kind)
+        provider = self._providers.get(kind) or _REGISTERED.get(kind)
         if provider is None:
             raise EnvironmentRestoreFailed(
                 f"no environment provider is registered for kind {kind!r} (ref {ref!r}); "
-                f"registered: {', '.join(sorted(self._providers))}"
+                f"registered: {', '.join(sorted({*self._providers, *_REGISTERED}))}"
             )
         return provider
 
@@ -121,6 +114,29 @@ class EnvironmentHost:
 
     def close(self) -> None:
         self.workspace.close()
+
+
+def _checked(provider: EnvironmentProvider, allow_host_resources: bool) -> str:
+    kind = getattr(provider, "kind", None)
+    if not isinstance(kind, str) or not kind or ":" in kind:
+        raise UserError(f"an environment provider needs a kind without ':', got {kind!r}")
+    if getattr(provider, "host_resources", True) and not allow_host_resources:
+        raise UserError(
+            f"environment provider {kind!r} reaches host resources named in run state; "
+            "register it with allow_host_resources=True if this host trusts that"
+        )
+    return kind
+
+
+_REGISTERED: dict[str, EnvironmentProvider] = {}
+
+
+def register_provider(provider: EnvironmentProvider, *, allow_host_resources: bool = False) -> None:
+    """Registers `provider` for its kind with every host of this process (the in-process
+    driver's and every worker's): how a user adds an environment (a cloud sandbox, say).
+    A provider that says it reaches host resources named in state (`host_resources`) is
+    refused unless the host's owner allows it here."""
+    _REGISTERED[_checked(provider, allow_host_resources)] = provider
 
 
 _HOSTS: dict[str, EnvironmentHost] = {}
