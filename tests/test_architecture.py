@@ -54,6 +54,22 @@ def test_the_temporal_integration_imports_no_front_end() -> None:
             )
 
 
+def test_nothing_but_front_ends_imports_the_test_kit() -> None:
+    """`durable_agent.testing` and `durable_agent.evals` sit on the Temporal integration
+    (issue 40): the core and the integration never import them; the CLI may (export, eval),
+    and evals builds on testing."""
+    kit = ("durable_agent.testing", "durable_agent.evals")
+    users = ("testing", "evals", "cli")
+    for path in PACKAGE.rglob("*.py"):
+        if path.relative_to(PACKAGE).parts[0] in users:
+            continue
+        for name in imported(path):
+            assert not name.startswith(kit), f"{path.relative_to(PACKAGE)} imports {name}"
+    for path in modules("testing"):
+        for name in imported(path):
+            assert not name.startswith("durable_agent.evals"), path.relative_to(PACKAGE)
+
+
 def test_the_client_side_never_imports_workflow_components() -> None:
     """Clients (`client/`, `streams`) read the workflow's wire models and handler names,
     never its internals (the class itself, for typed handles, is the one exception)."""
