@@ -26,6 +26,7 @@ from benchmarks import (
     replay,
     report,
     streaming,
+    testkit,
     throughput,
 )
 from benchmarks.harness import Session, log, write_json
@@ -40,6 +41,7 @@ TEMPORAL = {
     "objects": objects.measure,
     "streaming": streaming.measure,
     "quota": quota.measure,
+    "testkit": testkit.measure,
 }
 MEASURES = ["loop", *TEMPORAL]
 

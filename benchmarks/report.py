@@ -331,6 +331,30 @@ def loop(data: dict[str, Any]) -> list[str]:
     return table(["model", "steps", "timings", "min µs/step", "max µs/step"], rows)
 
 
+def testkit(data: dict[str, Any]) -> list[str]:
+    env = data["env"]
+    lines = [
+        f"`AgentTestEnvironment` (time-skipping server, worker, clients) from `async with` to a "
+        f"run's first result: {fmt(env['first_result_s'])} s (median of {env['rounds']}, max "
+        f"{fmt(env['first_result_max_s'])} s; goal {fmt(env['goal_s'])} s), teardown "
+        f"{fmt(env['teardown_s'])} s.",
+        "",
+    ]
+    lines += table(
+        [
+            f"{data['cases']} runs × {data['steps']} model requests, "
+            f"{data['concurrency']} at a time (medians of {data['rounds']})",
+            "wall s",
+        ],
+        [["started directly", data["direct_s"]], ["evaluate()", data["evaluate_s"]]],
+    )
+    lines += [
+        f"evaluate / direct: {fmt(data['evaluate/direct'])} (goal ≤ {fmt(data['goal_ratio'])}).",
+        "",
+    ]
+    return lines
+
+
 SECTIONS = {
     "throughput": ("Throughput, A and B workers side by side", throughput),
     "history": ("History and cost per step, one run at a time", history),
@@ -339,6 +363,7 @@ SECTIONS = {
     "objects": ("What a run in flight keeps alive", objects),
     "streaming": ("The live event stream", streaming),
     "quota": ("Model quotas: many runs, one provider limit", quota),
+    "testkit": ("The test kit: a test environment, evals on the fleet", testkit),
     "loop": ("In-process loop", loop),
 }
 
