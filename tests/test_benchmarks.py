@@ -54,6 +54,7 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         "objects",
         "streaming",
         "quota",
+        "testkit",
     }
     for name, data in files.items():
         assert data["measure"] == name
