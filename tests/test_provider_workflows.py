@@ -311,7 +311,7 @@ async def test_cli_run_with_model(
     assert ok.code == 0, ok.err
     assert "mini answered" in ok.out
     assert remote.code == 1
-    assert "was refused: invalid_input: agent" in remote.err
+    assert "failed: invalid_input: agent" in remote.err
     assert "no allowed model named 'gpt-9'" in remote.err
     assert [r.status for r in claude.requests] == [503, 503]
     assert gpt.bodies[0]["model"] == "gpt-5-mini"

@@ -10,11 +10,9 @@ import click
 from pydantic import ValidationError
 
 from durable_agent import ModelSettings
-from durable_agent.temporal.client import AgentRunHandle
 
-from .context import EPILOG, EXIT_OK, JSON_OBJECT, Settings, connection_options
-from .output import RunReport, dump_line, err, out, q
-from .runs import _finish
+from .context import EPILOG, JSON_OBJECT, Settings, connection_options
+from .runs import report_started
 
 __all__ = ["fork", "retry"]
 
@@ -45,22 +43,6 @@ def _settings(value: dict[str, Any] | None) -> ModelSettings | None:
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         raise click.BadParameter(f"not valid model settings ({problems})") from None
-
-
-async def _started(
-    settings: Settings, handle: AgentRunHandle, source: str, note: str, wait: bool
-) -> int:
-    """Prints the new run's id (stdout) and how to follow it, then waits if asked."""
-    if settings.json:
-        dump_line({"workflow_id": handle.id, "run_id": handle.run_id, "source": source})
-    else:
-        out(handle.id)
-        err(note)
-    if not wait:
-        if not settings.json:
-            err(f"follow it with: durable-agent status {q(handle.id)}")
-        return EXIT_OK
-    return await _finish(handle, settings, RunReport(workflow_id=handle.id, run_id=handle.run_id))
 
 
 @click.command(epilog=EPILOG)
@@ -99,7 +81,8 @@ def fork(
 
     The fork does that boundary's work and goes on: no model request or tool call recorded
     before it is sent again. Prints the fork's workflow id; a bad --at fails the fork at
-    once (with --wait: exit 1 and the reason)."""
+    once: exit 1 and the reason (the command waits a moment for the fork to get under
+    way)."""
     checkpoint = _checkpoint(at)
     overrides = _settings(model_settings)
 
@@ -117,9 +100,8 @@ def fork(
             if isinstance(checkpoint, int)
             else checkpoint or "its latest checkpoint"
         )
-        return await _started(
-            settings, handle, workflow_id, f"forked {workflow_id} at {where}", wait
-        )
+        note = f"forked {workflow_id} at {where}"
+        return await report_started(handle, settings, wait, note, source=workflow_id)
 
     return start()
 
@@ -145,6 +127,6 @@ def retry(settings: Settings, workflow_id: str, wait: bool) -> Awaitable[int]:
                 f"the server refused a new run of {workflow_id} (its id reuse policy); "
                 f"retrying it as {handle.id}"
             )
-        return await _started(settings, handle, workflow_id, note, wait)
+        return await report_started(handle, settings, wait, note, source=workflow_id)
 
     return start()

@@ -48,8 +48,9 @@ from .output import (
     q,
     runs_table,
 )
+from .starting import failed_at_start, started_report
 
-__all__ = ["checkpoints", "list_runs", "run", "status"]
+__all__ = ["checkpoints", "list_runs", "report_started", "run", "status"]
 
 POLL_SECONDS = 1.0
 """How often `run --wait` asks the run for its status while it waits for the result."""
@@ -103,11 +104,14 @@ def run(
     priority: int | None,
 ) -> Awaitable[int]:
     """Start a run of AGENT (a name registered on the worker) with PROMPT; prints its
-    workflow id. `--model NAME` runs it on one of the agent's allowed models (a name
-    the agent does not allow fails the run before its first model request, and exits 1).
+    workflow id. `--model NAME` runs it on one of the agent's allowed models. A run that
+    fails at its very start (an agent no worker registers, a model the agent does not
+    allow) exits 1 with the reason: the command waits up to two seconds for the run to get
+    under way (a run no worker has taken by then is reported as started).
 
     With --json every line is one JSON document: `{"workflow_id": ..., "run_id": ...}` as
-    soon as the run has started, then, with --wait, the report of how it ended. A long
+    soon as the run has started, then, with --wait or when it failed at its start, the
+    report of how it ended. A long
     prompt (the shell limits arguments to ~128 KiB) comes from a file or standard input:
     `--prompt-file task.md`, or `run AGENT - < task.md`.
     """
@@ -129,34 +133,38 @@ def run(
         except InvalidInput as error:
             err(f"durable-agent: rejected: {error.message}")
             return EXIT_REJECTED
-        if model is not None and (refusal := await _model_refused(handle)):
-            err(refusal)
-            return EXIT_REJECTED
-        report = RunReport(workflow_id=handle.id, run_id=handle.run_id)
-        if settings.json:
-            dump_line({"workflow_id": handle.id, "run_id": handle.run_id})
-        else:
-            out(handle.id)
-        if not wait:
-            if not settings.json:
-                err(f"started; follow it with: durable-agent status {q(handle.id)}")
-            return EXIT_OK
-        return await _finish(handle, settings, report)
+        return await report_started(handle, settings, wait)
 
     return start()
 
 
-async def _model_refused(handle: AgentRunHandle) -> str | None:
-    """Why the worker refused the run's model (it fails such a run in its first workflow
-    task, before any model request), or None once the run is under way. No answer in
-    time (no worker yet) counts as under way: the run reports the refusal itself later."""
-    try:
-        view = await handle.status()
-    except AgentRunError:
-        return None
-    if view.status == RunStatus.FAILED.value and view.error:
-        return f"the run {handle.id} was refused: {view.error}"
-    return None
+async def report_started(
+    handle: AgentRunHandle,
+    settings: Settings,
+    wait: bool,
+    note: str | None = None,
+    **extra: str,
+) -> int:
+    """Prints the run's ids (stdout) and `note` (stderr, e.g. "forked ID at #2"); then,
+    with `wait`, how it ended, and without, whether it failed at its very start (an unknown
+    agent, a model the agent does not allow, a fork's missing boundary): exit 1 with the
+    reason instead of "started"."""
+    report = started_report(handle)
+    if settings.json:
+        dump_line({"workflow_id": report.workflow_id, "run_id": report.run_id, **extra})
+    else:
+        out(handle.id)
+    if wait:
+        if note is not None and not settings.json:
+            err(note)
+        return await _finish(handle, settings, report)
+    report.failure = await failed_at_start(handle)
+    if report.failure is not None:
+        return _failed(handle, settings, report)
+    if not settings.json:
+        follow = f"follow it with: durable-agent status {q(handle.id)}"
+        err(f"started; {follow}" if note is None else f"{note}\n{follow}")
+    return EXIT_OK
 
 
 def _prompt_text(prompt: str | None, prompt_file: TextIO | None) -> str:
@@ -183,14 +191,20 @@ async def _finish(handle: AgentRunHandle, settings: Settings, report: RunReport)
         report.result = await _await_result(handle, settings)
     except RunFailed as error:
         report.failure = error.failure
+    if report.failure is not None:
+        return _failed(handle, settings, report)
     if settings.json:
         dump_line(report)
     elif report.result is not None:
         out(output_text(report.result))
-    if report.failure is not None:
-        err(f"durable-agent: run {handle.id} failed: {report.failure}")
-        return EXIT_REJECTED
     return EXIT_OK
+
+
+def _failed(handle: AgentRunHandle, settings: Settings, report: RunReport) -> int:
+    if settings.json:
+        dump_line(report)
+    err(f"durable-agent: run {handle.id} failed: {report.failure}")
+    return EXIT_REJECTED
 
 
 async def _await_result(handle: AgentRunHandle, settings: Settings) -> AgentWorkflowResult:

@@ -1,0 +1,99 @@
+"""The CLI at the edges a newcomer and a tester found (issue 38, items 7, 8, 10, 14, 17).
+
+A run that fails at its very start is reported as failed (exit 1), not "started"; `--json`
+names the run's id; `status` and `list` show a quota wait; spelling and duplicated output;
+`watch` of a finished lead shows each child's records under the call that started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+import structlog
+from temporalio.client import Client
+
+from durable_agent.temporal import AgentClient
+from durable_agent.temporal.devserver import DevServer
+
+from .cli_support import Cli, cli_runner
+from .temporal_support import new_worker, text_agent, unique
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(autouse=True)
+def quiet_worker_logs() -> Iterator[None]:
+    """The in-process worker logs to the stdout the commands' output is read from."""
+    with structlog.testing.capture_logs():
+        yield
+
+
+@pytest.fixture
+def cli(dev_server: DevServer, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return cli_runner(dev_server.address, capsys)
+
+
+# -- item 7: a run that fails at its start is a failure --------------------------------------
+
+
+async def test_run_of_an_unknown_agent_reports_the_failure_and_exits_1(
+    client: Client, cli: Cli
+) -> None:
+    async with new_worker(client) as worker:
+        plain = await cli("run", "nosuchagent", "hi", "--task-queue", worker.task_queue)
+        scripted = await cli(
+            "run", "nosuchagent", "hi", "--json", "--task-queue", worker.task_queue
+        )
+    assert plain.code == 1, plain
+    workflow_id = plain.out.strip()
+    assert workflow_id.startswith("agent-nosuchagent-")
+    assert "started" not in plain.err
+    assert f"durable-agent: run {workflow_id} failed: unknown_agent: no agent named " in plain.err
+    assert scripted.code == 1, scripted
+    started, report = scripted.json_lines()
+    assert started["run_id"] == report["run_id"]
+    assert report["failure"].startswith("unknown_agent: no agent named 'nosuchagent'")
+
+
+async def test_fork_at_a_boundary_that_does_not_exist_reports_the_failure_and_exits_1(
+    client: Client, cli: Cli
+) -> None:
+    spec = text_agent("ok", "edge-fork")
+    async with new_worker(client, agents=[spec]) as worker:
+        queue = worker.task_queue
+        source = await AgentClient(client, task_queue=queue).start(spec.name, "hi")
+        await source.result()
+        outcome = await cli("fork", source.id, "--at", "999", "--task-queue", queue)
+    assert outcome.code == 1, outcome
+    assert "forked" not in outcome.err
+    assert "index_out_of_range: checkpoint index 999 is out of range" in outcome.err
+
+
+async def test_a_run_no_worker_has_taken_yet_is_still_started_at_once(cli: Cli) -> None:
+    """Waiting for the start is brief: with no worker on the queue, `run` says started."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    outcome = await cli("run", "anyone", "hi", "--task-queue", unique("nobody"))
+    assert outcome.code == 0, outcome
+    assert "started; follow it with: durable-agent status" in outcome.err
+    assert loop.time() - began < 8
+
+
+# -- item 8: run --json names the run ---------------------------------------------------------
+
+
+async def test_run_json_prints_the_run_id_with_and_without_wait(client: Client, cli: Cli) -> None:
+    spec = text_agent("fine", "edge-json")
+    async with new_worker(client, agents=[spec]) as worker:
+        queue = worker.task_queue
+        started = await cli("run", spec.name, "hi", "--json", "--task-queue", queue)
+        waited = await cli("run", spec.name, "hi", "--json", "--wait", "--task-queue", queue)
+        assert started.code == 0, started
+        assert waited.code == 0, waited
+        for outcome in (started, waited):
+            lines = outcome.json_lines()
+            described = await client.get_workflow_handle(lines[0]["workflow_id"]).describe()
+            assert lines[0]["run_id"] == described.run_id
+            assert lines[-1]["run_id"] == described.run_id
