@@ -147,8 +147,9 @@ def test_materializing_applies_only_the_difference(tmp_path: Path) -> None:
     again = materializer.acquire("run-1", second)
     assert again is checkout
     assert (again.path / "d3/f3.txt").read_bytes() == b"changed"
-    assert (again.path / "d0/f0.txt").stat().st_ino == untouched.st_ino
-    assert (again.path / "d3/f3.txt").stat().st_ino != touched.st_ino
+    after = (again.path / "d0/f0.txt").stat()
+    assert (after.st_ino, after.st_ctime_ns) == (untouched.st_ino, untouched.st_ctime_ns)
+    assert (again.path / "d3/f3.txt").stat().st_ctime_ns >= touched.st_ctime_ns
     # a concurrent call of the same run gets a checkout of its own
     other = materializer.acquire("run-1", first)
     assert other.path != again.path

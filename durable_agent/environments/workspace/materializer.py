@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,13 @@ __all__ = ["Checkout", "FileState", "Materializer", "Scan"]
 RACY_NS = 100_000_000
 """A file whose mtime is within this of when its stat was taken may change again without
 its mtime moving (coarse file system clocks): it is hashed instead of trusted."""
+
+SETTLED_NS = 2_000_000_000
+"""How far in the past a materialized or stored file's mtime is set."""
+
+PARALLEL_FROM = 32
+WRITERS = 4
+"""More files than `PARALLEL_FROM` to write are written by `WRITERS` threads."""
 
 MAX_RUNS = 32
 MAX_IDLE_PER_RUN = 4
@@ -164,8 +172,20 @@ class Materializer:
         diff = self.trees.diff(checkout.tree, tree)
         for path in diff.deleted:
             self._remove(checkout, path)
-        for path, entry in (*diff.added.items(), *diff.modified.items()):
-            self._write_blob(checkout, path, entry)
+        ready: set[str] = set()
+        root = str(checkout.path)
+        targets = [
+            (self._clear_way(root, checkout, path, ready), path, entry)
+            for path, entry in (*diff.added.items(), *diff.modified.items())
+        ]
+        if len(targets) > PARALLEL_FROM:
+            # creating files is system calls that release the GIL: a few at once
+            with ThreadPoolExecutor(WRITERS, thread_name_prefix="materialize") as pool:
+                for _ in pool.map(lambda t: self._create(checkout, *t), targets):
+                    pass
+        else:
+            for target in targets:
+                self._create(checkout, *target)
         checkout.tree = tree
 
     def _remove(self, checkout: Checkout, path: str) -> None:
@@ -183,34 +203,66 @@ class Materializer:
                 break
             parent = parent.parent
 
-    def _write_blob(self, checkout: Checkout, path: str, entry: Entry) -> None:
-        target = checkout.path / path
-        self._clear_way(checkout, target)
-        temp = self.tmp / uuid.uuid4().hex
+    def _write_blob(
+        self, checkout: Checkout, path: str, entry: Entry, ready: set[str] | None = None
+    ) -> None:
+        """Writes the file anew (never through what is there: a link, or an inode a
+        process linked elsewhere, is replaced, not written to), checked against its hash
+        as it is copied; a file that does not match is removed and the error raised."""
+        root = str(checkout.path)
+        target = self._clear_way(root, checkout, path, set() if ready is None else ready)
+        self._create(checkout, target, path, entry)
+
+    def _create(self, checkout: Checkout, target: str, path: str, entry: Entry) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(target, flags, 0o644)
         try:
-            with temp.open("wb") as out:
+            with open(fd, "wb", buffering=0, closefd=False) as out:
                 self.trees.copy_blob(entry.id, out)
-            os.chmod(temp, 0o755 if entry.executable else 0o644)
-            os.replace(temp, target)
+            os.fchmod(fd, 0o755 if entry.executable else 0o644)
+            past = time.time_ns() - SETTLED_NS
+            os.utime(fd, ns=(past, past))
+            info = os.fstat(fd)
+        except BaseException:
+            os.unlink(target)
+            checkout.files.pop(path, None)
+            raise
         finally:
-            temp.unlink(missing_ok=True)
-        info = target.stat()
+            os.close(fd)
         checkout.files[path] = FileState(
             entry.id, entry.size, info.st_mtime_ns, entry.executable, time.time_ns()
         )
 
-    def _clear_way(self, checkout: Checkout, target: Path) -> None:
-        """Makes the directories above `target` real directories (a file or a link in the
-        way is removed), and removes a directory where `target` goes."""
-        current = checkout.path
-        for part in target.relative_to(checkout.path).parts[:-1]:
-            current = current / part
-            if current.is_symlink() or (current.exists() and not current.is_dir()):
-                current.unlink()
-                checkout.files.pop(current.relative_to(checkout.path).as_posix(), None)
-            current.mkdir(exist_ok=True)
-        if target.is_dir() and not target.is_symlink():
+    def _clear_way(self, root: str, checkout: Checkout, path: str, ready: set[str]) -> str:
+        """Makes the directories above `path` real directories (a file or a link in the
+        way is removed) and removes whatever is at `path`; the path to create. `ready`:
+        directories already made real in this pass."""
+        parts = path.split("/")
+        current = root
+        for depth, part in enumerate(parts[:-1]):
+            current = f"{current}/{part}"
+            if current in ready:
+                continue
+            try:
+                info = os.lstat(current)
+            except FileNotFoundError:
+                os.mkdir(current)
+            else:
+                if not stat.S_ISDIR(info.st_mode):
+                    os.unlink(current)
+                    checkout.files.pop("/".join(parts[: depth + 1]), None)
+                    os.mkdir(current)
+            ready.add(current)
+        target = f"{root}/{path}"
+        try:
+            info = os.lstat(target)
+        except FileNotFoundError:
+            return target
+        if stat.S_ISDIR(info.st_mode):
             shutil.rmtree(target)
+        else:
+            os.unlink(target)
+        return target
 
     def _repair(self, checkout: Checkout) -> None:
         """A checkout a failed call left: every path that differs from its manifest is
@@ -244,19 +296,27 @@ class Materializer:
     # -- what a call changed -------------------------------------------------------------
 
     def scan(
-        self, checkout: Checkout, *, strict: bool = True, only: set[str] | None = None
+        self,
+        checkout: Checkout,
+        *,
+        strict: bool = True,
+        only: set[str] | None = None,
+        limit: int | None = None,
     ) -> Scan:
         """The checkout's files against its manifest (`only`: just those paths). `strict`
-        (a snapshot) refuses links out of the workspace and device files; otherwise (a
-        repair) they are reported changed, to be removed."""
+        (a snapshot) refuses links out of the workspace and device files, and (with
+        `limit`, when every file is scanned) more bytes than `limit` before hashing any;
+        otherwise (a repair) they are reported changed, to be removed."""
         found = Scan()
+        to_hash: list[tuple[str, Path, os.stat_result, FileState | None]] = []
         root = checkout.path
+        base = str(root)
         seen: set[str] = set()
         candidates = self._walk(root) if only is None else iter(sorted(only))
         for relative in candidates:
-            target = root / relative
+            target: Path | None = None
             try:
-                info = target.lstat()
+                info = os.lstat(f"{base}/{relative}")
             except FileNotFoundError:
                 continue
             except NotADirectoryError:
@@ -286,6 +346,14 @@ class Materializer:
             if not strict:
                 found.changed[relative] = Entry(relative, "file", EMPTY_TREE_ID, info.st_size)
                 continue
+            to_hash.append((relative, target or root / relative, info, known))
+        if limit is not None and only is None and found.size > limit:
+            raise WorkspaceError(
+                f"the workspace would hold {found.size} bytes, over its limit of {limit}; "
+                "the call's changes were not kept"
+            )
+        for relative, target, info, known in to_hash:
+            executable = bool(info.st_mode & stat.S_IXUSR)
             blob, size = _hash_file(target)
             if known is not None and known.blob == blob and known.executable == executable:
                 continue
@@ -297,11 +365,17 @@ class Materializer:
         return found
 
     def _walk(self, root: Path) -> list[str]:
+        """Every path under `root` that is not a real directory (files, links, devices)."""
         out: list[str] = []
-        for folder, dirs, files in os.walk(root):
-            base = Path(folder).relative_to(root)
-            for name in [*files, *[d for d in dirs if (Path(folder) / d).is_symlink()]]:
-                out.append((base / name).as_posix())
+        pending = [("", str(root))]
+        while pending:
+            prefix, folder = pending.pop()
+            with os.scandir(folder) as entries:
+                for item in entries:
+                    if item.is_dir(follow_symlinks=False):
+                        pending.append((f"{prefix}{item.name}/", item.path))
+                    else:
+                        out.append(prefix + item.name)
         return sorted(out)
 
     def _link_target(self, root: Path, relative: str) -> os.stat_result:
@@ -315,7 +389,16 @@ class Materializer:
 
     def record(self, checkout: Checkout, path: str, entry: Entry) -> None:
         """The manifest entry for a file a snapshot stored as `entry`."""
-        info = (checkout.path / path).stat()
+        self._settle(checkout, path, entry)
+
+    def _settle(self, checkout: Checkout, path: str, entry: Entry) -> None:
+        """Records the file as holding `entry`, its mtime set a little in the past: any
+        later write moves it (a file system's coarse clock cannot hide a change made
+        within the same tick), so scans trust its stat instead of hashing it."""
+        target = checkout.path / path
+        past = time.time_ns() - SETTLED_NS
+        os.utime(target, ns=(past, past))
+        info = target.stat()
         checkout.files[path] = FileState(
             entry.id, entry.size, info.st_mtime_ns, entry.executable, time.time_ns()
         )

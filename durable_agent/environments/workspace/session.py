@@ -175,15 +175,17 @@ class CallWorkspace:
     def list(self, prefix: str = "") -> list[str]:
         if not isinstance(prefix, str):
             raise WorkspaceError(f"list takes a str prefix, got {type(prefix).__name__}")
-        root = self._root()
         found: list[str] = []
-        for folder, _dirs, files in os.walk(root):
-            base = Path(folder).relative_to(root)
-            for name in files:
-                full = Path(folder) / name
-                if full.is_file() and not full.is_symlink():
-                    relative = (base / name).as_posix()
-                    if relative.startswith(prefix):
+        pending = [("", str(self._root()))]
+        while pending:
+            base, folder = pending.pop()
+            with os.scandir(folder) as entries:
+                for item in entries:
+                    relative = base + item.name
+                    if item.is_dir(follow_symlinks=False):
+                        if prefix.startswith(relative + "/") or relative.startswith(prefix):
+                            pending.append((relative + "/", item.path))
+                    elif item.is_file(follow_symlinks=False) and relative.startswith(prefix):
                         found.append(relative)
         return sorted(found)
 
@@ -228,7 +230,7 @@ class CallWorkspace:
         materializer = self._materializer
         trees = materializer.trees
         only = None if self._scan else set(self._changed)
-        scan = materializer.scan(checkout, only=only)
+        scan = materializer.scan(checkout, only=only, limit=self._limit)
         before = trees.size(checkout.tree)
         if only is None:
             total = scan.size

@@ -111,7 +111,7 @@ class FileStore(ObjectStore):
         return self._objects / oid[:2] / oid[2:]
 
     def exists(self, oid: str) -> bool:
-        return self._path(oid).is_file()
+        return os.path.isfile(f"{self._objects}/{oid[:2]}/{oid[2:]}")
 
     def get(self, oid: str) -> bytes:
         try:
@@ -121,7 +121,7 @@ class FileStore(ObjectStore):
 
     def open(self, oid: str) -> IO[bytes]:
         try:
-            return self._path(oid).open("rb")
+            return open(f"{self._objects}/{oid[:2]}/{oid[2:]}", "rb", buffering=0)
         except FileNotFoundError:
             raise KeyError(oid) from None
 
@@ -205,7 +205,8 @@ class FsspecStore(ObjectStore):
                 "'durable-agent[s3]'"
             ) from error
         parsed = urlparse(url)
-        options: dict[str, Any] = {}
+        # other workers write the same store: never answer from a cached listing
+        options: dict[str, Any] = {"use_listings_cache": False}
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         if parsed.scheme == "s3" and endpoint:
             options["endpoint_url"] = endpoint
