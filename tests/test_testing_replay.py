@@ -245,3 +245,10 @@ async def test_a_replay_model_as_the_model_of_an_agent_on_the_environment() -> N
         failed = await env.client.start("short", "Weather?")
         with pytest.raises(Exception, match=r"replay_divergence: .*step 2"):
             await failed.result()
+
+
+def test_replay_histories_from_plain_code_replays_at_once() -> None:
+    """Outside a coroutine (a synchronous test, a script) it replays and answers the count."""
+    from .replay_agents import replay_agents
+
+    assert replay_histories([HISTORIES / "tool_run.json"], agents=replay_agents()) == 1

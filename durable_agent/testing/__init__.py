@@ -10,7 +10,12 @@ from .environment import AgentTestEnvironment, WorkerError, test_server_binary
 from .handles import TestAgentClient, TestRunHandle
 from .histories import HistoryFileError, RunChain, export_chain, fetch_chain
 from .recording import RecordedStep, RecordedToolResult, recorded_steps
-from .replay import NonDeterministicReplay, replay_folder, replay_histories
+from .replay import (
+    NonDeterministicReplay,
+    replay_folder,
+    replay_histories,
+    replay_histories_async,
+)
 from .replay_model import ReplayDivergence, ReplayModel
 
 __all__ = [
@@ -30,5 +35,6 @@ __all__ = [
     "recorded_steps",
     "replay_folder",
     "replay_histories",
+    "replay_histories_async",
     "test_server_binary",
 ]

@@ -12,6 +12,7 @@ raises `NonDeterministicReplay` naming the file, the workflow, the run and the e
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -28,7 +29,12 @@ from ..temporal.plugin import DurableAgentPlugin
 from ..temporal.registry import AgentRegistration
 from .histories import RunChain
 
-__all__ = ["NonDeterministicReplay", "replay_folder", "replay_histories"]
+__all__ = [
+    "NonDeterministicReplay",
+    "replay_folder",
+    "replay_histories",
+    "replay_histories_async",
+]
 
 Hosted = AgentSpec | AgentRegistration
 _EVENT_ID = re.compile(r"(?:event[ _]?id|HistoryEvent\(id)[:= ]+(\d+)|event (\d+)", re.I)
@@ -51,17 +57,38 @@ class NonDeterministicReplay(AssertionError):
         self.failure = failure
 
 
-async def replay_histories(
+def replay_histories(
+    paths: Iterable[str | os.PathLike[str]],
+    agents: Sequence[Hosted] = (),
+    *,
+    plugin_options: dict[str, Any] | None = None,
+    workflows: Sequence[type] = (),
+) -> Any:
+    """Replays every execution in `paths` (see the module docstring) and answers how many
+    replayed. `plugin_options` go to `DurableAgentPlugin` (quotas, role queues...: what the
+    workers were configured with), `workflows` are other workflows of the worker.
+    `HistoryFileError` for a file that is not a history.
+
+    Called from a coroutine it answers an awaitable (`await replay_histories(...)`); from
+    plain code (a synchronous test, a script) it replays at once and answers the count."""
+    replay = replay_histories_async(
+        paths, agents, plugin_options=plugin_options, workflows=workflows
+    )
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(replay)
+    return replay
+
+
+async def replay_histories_async(
     paths: Iterable[str | os.PathLike[str]],
     agents: Sequence[Hosted] = (),
     *,
     plugin_options: dict[str, Any] | None = None,
     workflows: Sequence[type] = (),
 ) -> int:
-    """Replays every execution in `paths` (see the module docstring); answers how many
-    replayed. `plugin_options` go to `DurableAgentPlugin` (quotas, role queues...: what the
-    workers were configured with), `workflows` are other workflows of the worker.
-    `HistoryFileError` for a file that is not a history."""
+    """`replay_histories`, always as a coroutine."""
     chains = [(str(path), RunChain.read(path)) for path in paths]
     replayer = Replayer(
         workflows=list(workflows),
@@ -119,8 +146,6 @@ def replay_folder(
 
     `agents` may be a function, called when a test runs (so collecting builds nothing).
     The test is synchronous (it runs its own event loop), so it needs no asyncio plugin."""
-    import asyncio
-
     import pytest
 
     root = Path(folder)
@@ -131,6 +156,6 @@ def replay_folder(
     )
     def test_history_replays(history_file: Path) -> None:
         hosted = agents() if callable(agents) else agents
-        asyncio.run(replay_histories([history_file], hosted, plugin_options=plugin_options))
+        asyncio.run(replay_histories_async([history_file], hosted, plugin_options=plugin_options))
 
     return test_history_replays
