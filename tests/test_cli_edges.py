@@ -14,11 +14,15 @@ import pytest
 import structlog
 from temporalio.client import Client
 
-from durable_agent.temporal import AgentClient
+from durable_agent import AgentBuilder
+from durable_agent.engine.quotas import ModelQuota
+from durable_agent.models.openai import OpenAIChatModel
+from durable_agent.temporal import AgentClient, DurableAgentPlugin
 from durable_agent.temporal.devserver import DevServer
 
 from .cli_support import Cli, cli_runner
-from .temporal_support import new_worker, text_agent, unique
+from .support.openai_server import FakeOpenAIServer, TextReply
+from .temporal_support import new_replayer, new_worker, text_agent, unique
 
 pytestmark = pytest.mark.server
 
@@ -97,3 +101,54 @@ async def test_run_json_prints_the_run_id_with_and_without_wait(client: Client, 
             described = await client.get_workflow_handle(lines[0]["workflow_id"]).describe()
             assert lines[0]["run_id"] == described.run_id
             assert lines[-1]["run_id"] == described.run_id
+
+
+# -- item 10: status and list show a quota wait -----------------------------------------------
+
+
+async def test_status_and_list_show_a_quota_wait(client: Client, cli: Cli) -> None:
+    """One request per 10 s: after a first run, the second waits for its turn; `status`
+    and `list` (from the run's memo, without a worker) say so, naming the key."""
+    task_queue = unique("quota-cli")
+    key = "openai:gpt-4o-mini"
+    with FakeOpenAIServer(api_key="sk-test") as server:
+        server.enqueue(*[TextReply("fine") for _ in range(2)])
+        name = unique("quota-shown")
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key="sk-test")
+        agent = AgentBuilder(model).name(name).build()
+        quotas = {key: ModelQuota(requests_per_minute=6)}
+        quoted = await Client.connect(
+            client.service_client.config.target_host, plugins=[DurableAgentPlugin(quotas=quotas)]
+        )
+        async with new_worker(quoted, task_queue, agents=[agent]):
+            agents = AgentClient(client, task_queue=task_queue)
+            first = await agents.start(name, "first")
+            await asyncio.wait_for(first.result(), 30)
+            second = await agents.start(name, "second")
+            for _ in range(100):
+                if (await second.status()).quota_wait is not None:
+                    break
+                await asyncio.sleep(0.1)
+            shown = await cli("status", second.id, "--task-queue", task_queue)
+            for _ in range(100):
+                listed = await cli("list", "--agent", name, "--json")
+                runs = {r["workflow_id"]: r for r in listed.json()}
+                if runs.get(second.id, {}).get("quota_wait"):
+                    break
+                await asyncio.sleep(0.1)
+            table = await cli("list", "--agent", name)
+            await asyncio.wait_for(second.result(), 30)
+            # The memo's commands are behind a patch: the history replays as recorded.
+            history = await second.handle.fetch_history()
+            await new_replayer([agent], quotas=quotas).replay_workflow(history)
+            for _ in range(100):
+                after = await cli("list", "--agent", name, "--json")
+                if {r["workflow_id"]: r for r in after.json()}[second.id]["status"] == "completed":
+                    break
+                await asyncio.sleep(0.1)
+    assert shown.code == 0, shown
+    assert f"quota wait  {key} since " in shown.out
+    assert runs[second.id]["quota_wait"]["key"] == key
+    assert runs[first.id]["quota_wait"] is None
+    assert f"running (waiting for quota {key})" in table.out
+    assert {r["workflow_id"]: r for r in after.json()}[second.id]["quota_wait"] is None

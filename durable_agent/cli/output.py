@@ -24,6 +24,7 @@ from rich.text import Text
 from durable_agent import AgentResumeEvidence, Usage
 from durable_agent.engine.pricing import dollars
 from durable_agent.temporal.client import ListedRun
+from durable_agent.temporal.quota import QuotaWaitView
 from durable_agent.temporal.wire import AgentStatusView, AgentWorkflowResult, PendingApprovalView
 
 __all__ = [
@@ -200,6 +201,8 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
     ]
     if view.model:
         lines.append(("model", view.model))
+    if view.quota_wait:
+        lines.append(("quota wait", _quota_wait(view.quota_wait)))
     if view.suspend_reason:
         resume = f"(resume: durable-agent resume {q(workflow_id)})"
         lines.append(("suspended", f"{view.suspend_reason}  {resume}"))
@@ -224,6 +227,14 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
     lines += _calls_lines("pending approvals", view.pending_approvals)
     lines += _calls_lines("deferred calls", view.deferred_calls)
     return lines
+
+
+def _quota_wait(wait: QuotaWaitView) -> str:
+    """The model quota a run waits its turn for: its key, since when, a 429's pause."""
+    line = f"{wait.key} since {_time(wait.since)}"
+    if wait.paused_until:
+        line += f" (the provider paused it until {_time(wait.paused_until)})"
+    return line
 
 
 def _tree_lines(
@@ -286,7 +297,7 @@ def runs_table(runs: Sequence[ListedRun]) -> None:
         [
             r.workflow_id,
             r.agent or "-",
-            r.status,
+            f"{r.status} (waiting for quota {r.quota_wait.key})" if r.quota_wait else r.status,
             str(r.pending_approvals),
             dollars(r.cost),
             _time(r.start_time),

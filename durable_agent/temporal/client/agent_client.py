@@ -21,7 +21,7 @@ from ..run_errors import AgentRunError, CannotConnect
 from ..storage import StorageConfigError
 from .connection import DEFAULT_TIMEOUT, Connection
 from .handle import AgentRunHandle
-from .listing import ListedRun, _listed, list_query, memo_cost
+from .listing import ListedRun, _listed, list_query, memo_cost, memo_quota_wait
 
 __all__ = ["AgentClient"]
 
@@ -127,7 +127,8 @@ class AgentClient(Connection):
         query = list_query(status, agent, forked_from, top_level=not include_subagents)
         try:
             async for execution in self.client.list_workflows(query, limit=limit):
-                yield _listed(execution, await memo_cost(execution))
+                cost, waits = await memo_cost(execution), await memo_quota_wait(execution)
+                yield _listed(execution, cost, waits)
         except RPCError as error:
             raise self._list_error(error) from None
 

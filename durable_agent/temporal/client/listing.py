@@ -14,6 +14,7 @@ from durable_agent import (
     RunStatus,
 )
 
+from ..quota.wire import QUOTA_MEMO, QuotaWaitView
 from ..search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 from ..wire import AWAITING_PROMPT, WORKFLOW_TYPE
 
@@ -36,6 +37,9 @@ class ListedRun(BaseModel):
     cost: float | None = None
     """The run's cost in US dollars as of its last status change (its `cost` memo); None
     when nothing it ran was priced."""
+    quota_wait: QuotaWaitView | None = None
+    """The model quota the run waits for now (its `quota_wait` memo, as the `status`
+    query's), None when it waits for none."""
 
 
 def _quote(value: str) -> str:
@@ -86,7 +90,11 @@ def _execution_status(status: WorkflowExecutionStatus | None) -> str:
     return status.name.lower() if status else "unknown"
 
 
-def _listed(execution: WorkflowExecution, cost: float | None = None) -> ListedRun:
+def _listed(
+    execution: WorkflowExecution,
+    cost: float | None = None,
+    quota_wait: QuotaWaitView | None = None,
+) -> ListedRun:
     attributes = execution.typed_search_attributes
     running = execution.status == WorkflowExecutionStatus.RUNNING
     agent_status = attributes.get(AGENT_STATUS)
@@ -99,6 +107,7 @@ def _listed(execution: WorkflowExecution, cost: float | None = None) -> ListedRu
         pending_approvals=(attributes.get(PENDING_APPROVALS) or 0) if running else 0,
         start_time=execution.start_time,
         cost=cost,
+        quota_wait=quota_wait if running else None,
     )
 
 
@@ -111,6 +120,17 @@ async def memo_cost(execution: WorkflowExecution) -> float | None:
     except Exception:
         return None
     return float(value) if isinstance(value, int | float) else None
+
+
+async def memo_quota_wait(execution: WorkflowExecution) -> QuotaWaitView | None:
+    """The `quota_wait` memo (see `quota.gate`), None when absent or unreadable."""
+    if QUOTA_MEMO not in execution.raw_info.memo.fields:
+        return None
+    try:
+        value = await execution.memo_value(QUOTA_MEMO, None)
+        return QuotaWaitView.model_validate(value) if value else None
+    except Exception:
+        return None
 
 
 # -- helpers --------------------------------------------------------------------------------

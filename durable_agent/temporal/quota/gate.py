@@ -20,12 +20,21 @@ with workflow.unsafe.imports_passed_through():
     from ..outbox import Outbox
     from ..wire import AgentWorkflowInput
     from .activities import EnsureKeeper
-    from .wire import QuotaAsk, QuotaGrant, QuotaRelease, QuotaWaitView, keeper_id
+    from .wire import (
+        QUOTA_MEMO,
+        QuotaAsk,
+        QuotaGrant,
+        QuotaRelease,
+        QuotaWaitView,
+        keeper_id,
+    )
 
-__all__ = ["QUOTA_PATCH", "QuotaGate", "quota_priority"]
+__all__ = ["QUOTA_MEMO_PATCH", "QUOTA_PATCH", "QuotaGate", "quota_priority"]
 
 QUOTA_PATCH = "durable-agent-model-quotas"
 """Runs recorded before quotas send no quota signals when replayed."""
+QUOTA_MEMO_PATCH = "durable-agent-quota-wait-memo"
+"""Runs recorded before the memo write none when replayed."""
 
 
 def quota_priority(input: AgentWorkflowInput) -> int:
@@ -78,9 +87,14 @@ class QuotaGate:
         self._send(info.task_queue, key, "ask", ask)
         if ask_id not in self._granted:
             self.waiting = QuotaWaitView(key=key, since=workflow.now())
+            memo = workflow.patched(QUOTA_MEMO_PATCH)
+            if memo:
+                workflow.upsert_memo({QUOTA_MEMO: self.waiting.model_dump(mode="json")})
             self._publish()
             await workflow.wait_condition(lambda: ask_id in self._granted)
             self.waiting = None
+            if memo:
+                workflow.upsert_memo({QUOTA_MEMO: None})
             self._publish()
         self._granted.discard(ask_id)
         return ask_id

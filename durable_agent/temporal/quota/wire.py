@@ -17,6 +17,7 @@ __all__ = [
     "QuotaPause",
     "QuotaRelease",
     "QuotaWaitView",
+    "QUOTA_MEMO",
     "keeper_id",
 ]
 
@@ -90,6 +91,11 @@ class KeeperView(BaseModel):
     granted_last_minute: int
     tokens_last_minute: int
     paused_until: datetime | None = None
+
+
+QUOTA_MEMO = "quota_wait"
+"""The memo key of a run's current quota wait (a `QuotaWaitView` as JSON, removed once
+granted): `durable-agent list` shows it from the visibility store, without a worker."""
 
 
 class QuotaWaitView(BaseModel):
