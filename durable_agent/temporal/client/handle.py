@@ -316,6 +316,8 @@ class AgentRunHandle:
         """Queues `message` for the model's next request (the `steer_run` update); the run
         keeps it in its state and stream. `Rejected` (`invalid_steering`) for an empty
         message or a run that is neither running nor waiting."""
+        if problem := size_problem(message, "steering message"):
+            raise Rejected(self.id, problem, "invalid_steering")  # the server would refuse it
         request = SteerSignal(message=message)
         return await self._update("steering message", AgentWorkflow.steer_run, request)
 
@@ -325,12 +327,12 @@ class AgentRunHandle:
         """A session's next turn (`send_prompt` update): waits, without a timeout once the
         session has taken it, for that turn's result.
 
-        if problem := size_problem(message, "steering message"):
-            raise Rejected(self.id, problem, "invalid_steering")  # the server would refuse it
         `Rejected` (`invalid_prompt`) for an empty prompt, a run that is not a session, a
         session busy with a turn or ending; `RunFailed` (`turn_failed: ...`) when the turn
         fails, and the session with it. A session that is just continuing as new between
         two turns is asked again after a moment."""
+        if problem := size_problem(prompt, "prompt"):
+            raise Rejected(self.id, problem, "invalid_prompt")  # the server would refuse it
         request = PromptRequest(prompt=prompt)
 
         def send() -> Awaitable[Any]:
@@ -340,8 +342,6 @@ class AgentRunHandle:
 
         for delay in (*SESSION_RETRY_DELAYS, None):
             try:
-        if problem := size_problem(prompt, "prompt"):
-            raise Rejected(self.id, problem, "invalid_prompt")  # the server would refuse it
                 update = await self._act("prompt", send)
                 result: AgentWorkflowResult = await update.result()
                 return result
