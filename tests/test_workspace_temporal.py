@@ -30,6 +30,7 @@ from durable_agent.temporal import (
 from durable_agent.temporal.client import AgentRunHandle
 from durable_agent.temporal.devserver import DevServer
 
+from .cli_support import cli_runner
 from .helpers import call, text_response, tool_response
 from .temporal_support import fast_activity, new_worker, start_worker_process, unique
 
@@ -166,7 +167,9 @@ def bump(ctx: ToolContext) -> int:
     return count + 1
 
 
-async def test_continue_as_new_keeps_the_tree(client: Client, tmp_path: Path) -> None:
+async def test_continue_as_new_keeps_the_tree(
+    client: Client, dev_server: DevServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = (tmp_path / "store").as_uri()
     name = unique("ws-can")
     script = [tool_response(call("bump", f"b{i}")) for i in range(5)] + [text_response("ok")]
@@ -179,9 +182,16 @@ async def test_continue_as_new_keeps_the_tree(client: Client, tmp_path: Path) ->
         handle = await AgentClient(client, task_queue=worker.task_queue).start(name, "count")
         result = await asyncio.wait_for(handle.result(), 60)
         view = await handle.status()
+        cli = cli_runner(dev_server.address, capsys)
+        shown = await cli("status", handle.id)
+        as_json = await cli("status", handle.id, "--json")
     assert view.continued_as_new >= 2
     assert result.environment_ref is not None
+    assert view.environment_ref == result.environment_ref
     assert files_of(store, result.environment_ref) == {"count.txt": "5"}
+    # `durable-agent status` shows it too
+    assert f"workspace   {result.environment_ref}" in shown.out.splitlines()
+    assert as_json.json()["view"]["environment_ref"] == result.environment_ref
 
 
 async def test_a_retry_restores_the_tree_of_the_failed_run(client: Client, tmp_path: Path) -> None:

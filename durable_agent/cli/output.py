@@ -201,6 +201,8 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
     ]
     if view.model:
         lines.append(("model", view.model))
+    if view.environment_ref:
+        lines.append(("workspace", view.environment_ref))
     if view.quota_wait:
         lines.append(("quota wait", _quota_wait(view.quota_wait)))
     if view.suspend_reason:
