@@ -20,6 +20,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -29,6 +30,7 @@ from click.core import ParameterSource
 from durable_agent.cli.logs import configure_logging
 from durable_agent.contract.errors import UserError
 from durable_agent.engine.quotas import ModelQuota, parse_quota
+from durable_agent.environments.workspace.stores import STORE_ENV as WORKSPACE_STORE_ENV
 from durable_agent.temporal import DEFAULT_TASK_QUEUE
 from durable_agent.temporal import worker as library
 from durable_agent.temporal.registry import AgentRegistry
@@ -218,8 +220,11 @@ async def _serve(
             namespace=where.namespace,
         )
         stack.check_ports()
-        # The embedded default keeps large payloads on local disk next to the database.
+        # The embedded default keeps large payloads on local disk next to the database,
+        # and the runs' workspaces beside them (contract section 10: .temporal/workspaces).
         os.environ.setdefault(STORAGE_ENV, dev_storage(stack.db))
+        workspaces = (Path(stack.db).parent / "workspaces").resolve()
+        os.environ.setdefault(WORKSPACE_STORE_ENV, workspaces.as_uri())
     server = stack.server() if stack is not None else None
     if server is not None:
         log.info("starting the Temporal dev server", db=str(server.db_file), ui=server.ui_url)
