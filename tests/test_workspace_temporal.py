@@ -369,3 +369,28 @@ async def test_a_worker_killed_mid_tool_changes_nothing(
         "attempt-2.txt": "left in local_dir",
         "state.txt": "written by attempt 2",
     }
+
+
+async def test_a_forged_or_missing_ref_fails_the_run_naming_it(
+    client: Client, tmp_path: Path
+) -> None:
+    store = (tmp_path / "store").as_uri()
+    name = unique("ws-forged")
+    script = [tool_response(call("bump", "b1")), text_response("ok")]
+    agent = AgentBuilder(TestModel.with_responses(script)).name(name).tool(bump).workspace().build()
+    registration = AgentRegistration(agent, AgentActivityConfig(tool_call=fast_activity()))
+    plugin = DurableAgentPlugin(workspace_store=store)
+    missing = "workspace:" + "0" * 64
+    async with new_worker(client, agents=[registration], plugins=[plugin]) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        for forged, says in [
+            ("hostdir:/etc", "no environment provider is registered for kind 'hostdir'"),
+            (missing, "is missing from the store"),
+        ]:
+            handle = await agents.start(name, "go", metadata={"environment_ref": forged})
+            with pytest.raises(Exception, match=says):
+                await asyncio.wait_for(handle.result(), 60)
+            view = await handle.status()
+            assert view.status == "failed"
+            assert view.error is not None
+            assert "environment_restore_failed" in view.error
