@@ -75,6 +75,8 @@ def test_the_dev_server_does_not_outlive_its_worker(tmp_path: Path, sig: signal.
     try:
         # The embedded default stores large payloads on disk next to its database.
         assert f"file://{tmp_path / 'payloads'}" in log.read_text()
+        # --no-examples without --agents: refused on a shared server, said out loud here.
+        assert "this worker hosts no agents" in log.read_text()
         process.send_signal(sig)
         process.wait(30)
         if sig is signal.SIGHUP:

@@ -429,7 +429,7 @@ def test_worker_uses_the_compose_environment(services: dict[str, dict[str, Any]]
         "async def fake_run_worker(address, namespace, task_queue, **options):\n"
         "    print(json.dumps([address, namespace, task_queue]))\n"
         "library.run_worker = fake_run_worker\n"
-        "sys.exit(worker.main(['--no-examples']))\n"
+        "sys.exit(worker.main(['--no-examples', '--agents', 'tests.worker_agents']))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
@@ -451,7 +451,7 @@ def test_worker_connects_to_TEMPORAL_ADDRESS() -> None:
         closed.bind(("127.0.0.1", 0))  # bound but not listening: connections are refused
         address = f"127.0.0.1:{closed.getsockname()[1]}"
         result = subprocess.run(
-            [sys.executable, "worker.py", "--no-examples"],
+            [sys.executable, "worker.py", "--no-examples", "--agents", "tests.worker_agents"],
             cwd=ROOT,
             env=worker_env(TEMPORAL_ADDRESS=address),
             capture_output=True,

@@ -81,7 +81,12 @@ class Where:
     short_help="Run a worker hosting agents until Ctrl-C/SIGTERM",
 )
 @click.option("--agents", multiple=True, metavar="MODULE", help="register the agents of MODULE")
-@click.option("--no-examples", is_flag=True, help="do not register the application's agents")
+@click.option(
+    "--no-examples",
+    is_flag=True,
+    help="do not register the application's agents (give yours with --agents: a worker "
+    "without agents is refused, except with --dev)",
+)
 @click.option("--log-format", type=click.Choice(["console", "json"]), default="console")
 @click.option("--dev", is_flag=True, help="start the embedded Temporal dev server first")
 @click.option("--db", default=".temporal/dev.db", show_default=True, help="dev server file")
@@ -189,6 +194,8 @@ def serve(ctx: click.Context, where: Where) -> int:
         agents = AgentRegistry()
         for module in [*modules, *options["agents"]]:
             library.register_module(agents, module)
+        if not agents.names():
+            _no_agents(options, where, application)
         return asyncio.run(_serve(options, where, application, agents))
     except library.WorkerStartError as error:
         err(f"durable-agent worker: {error}")
@@ -198,6 +205,23 @@ def serve(ctx: click.Context, where: Where) -> int:
         return EXIT_REJECTED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def _no_agents(options: dict[str, Any], where: Where, application: Application) -> None:
+    """A worker without agents still serves `AgentWorkflow` on its task queue, and fails
+    every run it takes there with `unknown_agent`, runs other workers would have served:
+    refused, except with --dev (the embedded server: nobody else's runs), where it is a
+    warning. The message says how to give it agents."""
+    left_out = options["no_examples"] and application.agent_modules
+    why = "--no-examples leaves out the application's agents and no" if left_out else "no"
+    message = (
+        f"this worker hosts no agents: {why} --agents MODULE was given, and a worker "
+        f"without agents takes runs from task queue {where.task_queue!r} only to fail each "
+        "with unknown_agent; give your agents' module with --agents your.module"
+    )
+    if not options["dev"]:
+        raise library.WorkerStartError(message, usage=True)
+    log.warning(message + " (--dev: starting anyway, on the embedded server)")
 
 
 async def _serve(

@@ -109,6 +109,11 @@ def parse_quota(spec: str) -> tuple[str, ModelQuota]:
             raise UserError(f"--quota {spec!r}: unknown limit {name!r}; use rpm, tpm or concurrent")
         if not number.isdigit() or int(number) < 1:
             raise UserError(f"--quota {spec!r}: {name} needs a whole number above 0")
+        if _FIELDS[name] in values:
+            raise UserError(
+                f"--quota {spec!r}: {name} is given twice ({values[_FIELDS[name]]} and "
+                f"{number}); give each limit once"
+            )
         values[_FIELDS[name]] = int(number)
     return key, ModelQuota(**values)
 

@@ -27,6 +27,7 @@ from ..engine.quotas import ModelQuota
 from ..engine.spec import AgentSpec
 from .encryption import EncryptionCodec, EncryptionError
 from .plugin import DurableAgentPlugin
+from .quota.keys import unused_quotas
 from .registry import AgentNameTaken, AgentRegistration, AgentRegistry
 from .roles import Role, role_queue
 from .runtime import runtime_of
@@ -107,6 +108,15 @@ def plugin(
             "model quotas on",
             quotas={k: q.model_dump(exclude_none=True) for k, q in quotas.items()},
         )
+        unused, used = unused_quotas(quotas, agents or ())
+        for key in unused:
+            log.warning(
+                f"model quota {key!r} applies to no hosted agent: no agent's model has that "
+                f"key (they use: {', '.join(used) or 'none with a provider'}); check its "
+                "spelling, keys are PROVIDER:MODEL as the model names them",
+                key=key,
+                agents_use=used,
+            )
     if built.tracing is not None:
         endpoint = next((os.environ[n] for n in OTLP_ENDPOINT_ENVS if os.environ.get(n)), None)
         log.info("tracing on: spans and metrics go over OTLP", endpoint=endpoint)
