@@ -202,3 +202,23 @@ def test_providers_are_registered_by_kind_and_host_resources_need_a_policy(
     assert isinstance(host.provider("hostdir:/data"), HostDirectory)
     register_provider(Sandbox())
     assert isinstance(EnvironmentHost(MemoryStore("other")).provider("sandbox:x"), Sandbox)
+
+
+def test_a_tool_outcome_in_history_names_its_change_without_repeating_its_base() -> None:
+    from durable_agent import ToolReturn
+    from durable_agent.engine.node_io import ToolReturned
+    from durable_agent.temporal.compaction.format import pack_tool_outcome, unpack_tool_outcome
+
+    base, new = workspace_ref("a" * 64), workspace_ref("b" * 64)
+    change = EnvironmentChange(base=base, environment_ref=new, added=["x.txt"])
+    outcome = ToolReturned(
+        tool_return=ToolReturn(tool_call_id="c1", name="t", content="ok"), workspace=change
+    )
+    packed = pack_tool_outcome(outcome, "c1", "t", base)
+    assert packed["workspace"] == {"environment_ref": new, "added": ["x.txt"]}
+    assert unpack_tool_outcome(packed, "c1", "t", base) == outcome
+    # a change from another base (never, today) keeps it
+    assert pack_tool_outcome(outcome, "c1", "t", new)["workspace"]["base"] == base
+    # an outcome without a change packs as it always did
+    plain = ToolReturned(tool_return=ToolReturn(tool_call_id="c1", name="t", content="ok"))
+    assert "kind" not in pack_tool_outcome(plain, "c1", "t", base)

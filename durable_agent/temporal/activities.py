@@ -239,7 +239,9 @@ class NodeActivities:
                 if info.workflow_id is not None:
                     self._caches.tool_returns.store(info.workflow_id, outcome.tool_return)
             return _checked(
-                pack_tool_outcome(outcome, call.id, call.name),
+                pack_tool_outcome(
+                    outcome, call.id, call.name, request.metadata.get(ENVIRONMENT_REF)
+                ),
                 f"tool {call.name!r} (call {call.id})",
             )
 

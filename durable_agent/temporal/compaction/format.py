@@ -137,13 +137,19 @@ def unpack_response(
     )
 
 
-def pack_tool_outcome(outcome: ToolCallOutcome, call_id: str, name: str) -> dict[str, Any]:
+def pack_tool_outcome(
+    outcome: ToolCallOutcome, call_id: str, name: str, base: str | None = None
+) -> dict[str, Any]:
     """The `tool_call` activity's result without the call's id and tool name; a plain
     return is written as the return itself (no `kind`), its milliseconds left to be
-    worked out from its seconds."""
+    worked out from its seconds; a workspace change without its `base` when that is the
+    ref the call started from (`base`, in the call's input)."""
     data = outcome.model_dump(mode="json")
     if not isinstance(outcome, ToolReturned):
         return data
+    change = data.get("workspace")
+    if isinstance(change, dict) and base is not None and change.get("base") == base:
+        del change["base"]
     ret: dict[str, Any] = data["tool_return"]
     if ret["tool_call_id"] == call_id and ret["name"] == name:
         del ret["tool_call_id"], ret["name"]
@@ -156,10 +162,16 @@ def pack_tool_outcome(outcome: ToolCallOutcome, call_id: str, name: str) -> dict
     return data if outcome.toolset_changed or outcome.workspace is not None else ret
 
 
-def unpack_tool_outcome(data: Any, call_id: str, name: str) -> ToolCallOutcome:
-    """A `tool_call` result, packed or whole (runs of earlier releases), as the outcome."""
+def unpack_tool_outcome(
+    data: Any, call_id: str, name: str, base: str | None = None
+) -> ToolCallOutcome:
+    """A `tool_call` result, packed or whole (runs of earlier releases), as the outcome;
+    `base`: the workspace ref the call started from."""
     if isinstance(data, dict) and "kind" not in data:
         data = {"kind": "return", "tool_return": data}
+    change = data.get("workspace") if isinstance(data, dict) else None
+    if isinstance(change, dict) and "base" not in change:
+        data = {**data, "workspace": {**change, "base": base or ""}}
     if isinstance(data, dict) and isinstance(data.get("tool_return"), dict):
         ret = dict(data["tool_return"])
         ret.setdefault("tool_call_id", call_id)

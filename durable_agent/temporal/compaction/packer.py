@@ -15,6 +15,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent import AgentOverrides, ModelMessage, ModelResponse, ToolDefinition
+    from durable_agent.contract.environment import ENVIRONMENT_REF
     from durable_agent.engine.node_io import ModelRequestInput, ToolCallInput, ToolCallOutcome
 
     from ..wire import HistoryRef, ModelRequestActivityInput, ToolCallActivityInput
@@ -105,4 +106,7 @@ class RequestPacker:
 
     @staticmethod
     def tool_outcome(outcome: dict[str, Any], input: ToolCallInput) -> ToolCallOutcome:
-        return unpack_tool_outcome(outcome, input.call.id, input.call.name)
+        base = input.metadata.get(ENVIRONMENT_REF)
+        return unpack_tool_outcome(
+            outcome, input.call.id, input.call.name, base if isinstance(base, str) else None
+        )
