@@ -8,6 +8,7 @@ importable from here too.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from concurrent.futures import Executor
@@ -224,7 +225,11 @@ async def _in_environment(
     for a human) changes nothing."""
     session = host.open(ref, input.run_id, agent.workspace)
     workspace = session if isinstance(session, Workspace) else None
+    tool = agent.tools.get(input.call.name) if input.toolset_tool is None else None
     try:
+        if tool is not None and tool.is_async and tool.takes_ctx:
+            # an async tool runs on the event loop: restore first, in a thread
+            await asyncio.to_thread(session.prepare)
         outcome = await _tool_call(agent, input, executor, workspace)
     except WorkspaceError as error:
         session.discard()

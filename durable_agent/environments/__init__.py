@@ -46,6 +46,11 @@ class EnvironmentSession(Protocol):
 
     failure: EnvironmentRestoreFailed | None
 
+    def prepare(self) -> None:
+        """Restores the environment now (called in a thread, before an async tool that
+        may use it runs, so restoring does not block the event loop)."""
+        ...
+
     def commit(self) -> EnvironmentChange | None: ...
 
     def discard(self) -> None: ...

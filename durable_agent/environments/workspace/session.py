@@ -67,6 +67,10 @@ class CallWorkspace:
                     raise
             return self._checkout.path
 
+    def prepare(self) -> None:
+        """Materializes the tree now rather than at the tool's first use."""
+        self._root()
+
     def _file(self, path: str, *, existing: bool) -> tuple[str, Path]:
         """The checked path and its file in the checkout; every part above it must be a
         real directory, and the file (if `existing`) a regular file."""
