@@ -394,3 +394,50 @@ async def test_a_forged_or_missing_ref_fails_the_run_naming_it(
             assert view.status == "failed"
             assert view.error is not None
             assert "environment_restore_failed" in view.error
+
+
+async def test_both_drivers_agree_on_a_workspace_run(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same scenario in-process and on Temporal: the same checkpoints (every one's
+    environment_ref included: refs are the content's), records (workspace_changed too) and
+    messages."""
+    from .test_drivers import Scenario, run_in_process, run_on_temporal
+
+    monkeypatch.setenv("DURABLE_AGENT_WORKSPACE_STORE", f"memory://drivers-{uuid.uuid4().hex}")
+
+    def build(name: str) -> Any:
+        model = TestModel.with_responses(
+            [
+                tool_response(
+                    call("generate", "g1", path="a.txt", copies=2),
+                    call("generate", "g2", path="a.txt", copies=3),
+                    call("generate", "g3", path="b/c.txt", copies=1),
+                ),
+                tool_response(call("publish", "p1")),
+                text_response("done"),
+            ]
+        )
+        return (
+            AgentBuilder(model)
+            .name(name)
+            .tool(generate)
+            .tool(publish, requires_approval=True)
+            .workspace({"README.md": INITIAL})
+            .build()
+        )
+
+    from durable_agent import ToolApprovalDecision
+
+    scenario = Scenario(build, decisions=[ToolApprovalDecision(approved=True)])
+    name = unique("ws-drivers")
+    here = await run_in_process(scenario, name)
+    there = await run_on_temporal(client, scenario, name)
+    assert here.status == "completed"
+    refs = [e.environment_ref for e in here.evidence]
+    assert len(set(refs)) == 3  # the initial tree, after the merge, after the publish
+    assert there.evidence == here.evidence
+    assert there.records == here.records
+    assert there.messages == here.messages
+    changed = [r for r in here.records if r["kind"] == "workspace_changed"]
+    assert [r["data"]["added"] for r in changed] == [["a.txt", "b/c.txt"], ["published.txt"]]
