@@ -8,6 +8,7 @@ names the run's id; `status` and `list` show a quota wait; spelling and duplicat
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -18,11 +19,21 @@ from durable_agent import AgentBuilder
 from durable_agent.engine.quotas import ModelQuota
 from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal import AgentClient, DurableAgentPlugin
+from durable_agent.temporal.client import RunFailed
 from durable_agent.temporal.devserver import DevServer
 
+from . import subagent_agents
 from .cli_support import Cli, cli_runner
+from .helpers import CallLog
 from .support.openai_server import FakeOpenAIServer, TextReply
-from .temporal_support import new_replayer, new_worker, text_agent, unique
+from .temporal_support import (
+    deploy_agent,
+    new_replayer,
+    new_worker,
+    text_agent,
+    unique,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.server
 
@@ -152,3 +163,78 @@ async def test_status_and_list_show_a_quota_wait(client: Client, cli: Cli) -> No
     assert runs[first.id]["quota_wait"] is None
     assert f"running (waiting for quota {key})" in table.out
     assert {r["workflow_id"]: r for r in after.json()}[second.id]["quota_wait"] is None
+
+
+# -- item 17: watch of a finished lead, spelling, duplicated output ---------------------------
+
+
+async def test_watch_of_a_finished_lead_shows_each_childs_records_under_its_call(
+    client: Client, cli: Cli
+) -> None:
+    """Read after the fact, the lead's stream is all there at once: each child's records
+    still come between the lead's `subagent_start` and `subagent_end` of its call, as they
+    do when watched live (they used to follow all of the lead's)."""
+    async with new_worker(client, agents=list(subagent_agents.AGENTS)) as worker:
+        run = await AgentClient(client, task_queue=worker.task_queue).start("checker", "tides")
+        await run.result()
+        records = [r async for r in run.stream(children=True)]
+        watched = await cli("watch", run.id)
+    own = [(i, r) for i, r in enumerate(records) if r.workflow_id is None]
+    starts = {
+        r.data["tool_call_id"]: (i, r.data["workflow_id"])
+        for i, r in own
+        if r.kind == "subagent_start"
+    }
+    ends = {r.data["tool_call_id"]: i for i, r in own if r.kind == "subagent_end"}
+    assert sorted(starts) == ["k1", "k2"]
+    for call, (begun, child) in starts.items():
+        theirs = [i for i, r in enumerate(records) if r.workflow_id == child]
+        assert theirs, call
+        assert begun < min(theirs), call
+        assert max(theirs) < ends[call], call
+    assert watched.code == 0, watched.err
+    lines = watched.out.splitlines()
+    child_done = next(
+        i for i, line in enumerate(lines) if re.match(r"^    \[\d+\] completed: ", line)
+    )
+    lead_end = next(
+        i for i, line in enumerate(lines) if "sub-agent analyst finished for k2" in line
+    )
+    assert child_done < lead_end, watched.out
+
+
+async def test_list_and_status_say_cancelled_and_status_says_a_failure_once(
+    client: Client, cli: Cli
+) -> None:
+    """One spelling, `RunStatus`'s, in `list` and `status` (text and JSON); a closed run's
+    failure is printed once, not as its error and again as its failure."""
+    spec = deploy_agent(CallLog(), "edge-cancel")
+    async with new_worker(client, agents=[spec]) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents.start(spec.name, "ship it")
+        await wait_for_status(run.handle, "waiting")
+        await run.handle.cancel()
+        with pytest.raises(RunFailed):
+            await run.result()
+        unknown = await agents.start("nosuchagent", "hi")
+        with pytest.raises(RunFailed):
+            await unknown.result()
+        shown = await cli("status", run.id)
+        shown_json = await cli("status", run.id, "--json")
+        failed = await cli("status", unknown.id)
+        for _ in range(100):
+            listed = await cli("list", "--agent", spec.name, "--json")
+            if listed.json() and listed.json()[0]["execution_status"] != "running":
+                break
+            await asyncio.sleep(0.1)
+        table = await cli("list", "--agent", spec.name)
+    for outcome in (shown, shown_json, listed, table):
+        assert outcome.code == 0, outcome
+        assert "canceled" not in outcome.out, outcome.out
+    assert f"{run.id}  (cancelled)" in shown.out
+    assert shown_json.json()["execution_status"] == "cancelled"
+    assert listed.json()[0]["status"] == listed.json()[0]["execution_status"] == "cancelled"
+    assert " cancelled " in table.out
+    assert failed.code == 0, failed
+    assert failed.out.count("no agent named 'nosuchagent'") == 1, failed.out
+    assert "failure     unknown_agent: no agent named 'nosuchagent'" in failed.out

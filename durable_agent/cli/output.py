@@ -175,7 +175,10 @@ def print_status(report: StatusReport) -> None:
     if report.close_time:
         lines.append(("closed", _time(report.close_time)))
     if report.view is not None:
-        lines += _view_lines(report.workflow_id, report.view)
+        view_lines = _view_lines(report.workflow_id, report.view)
+        if report.failure is not None and report.view.error == report.failure:
+            view_lines.remove(("error", report.failure))  # said once, as the failure
+        lines += view_lines
         lines += _tree_lines(report.view, report.subagents, depth=1)
     if report.result is not None:
         lines.append(("result", output_text(report.result)))

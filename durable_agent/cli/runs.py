@@ -18,6 +18,7 @@ from durable_agent.temporal.client import (
     RunFailed,
     list_query,
 )
+from durable_agent.temporal.client.listing import execution_status
 from durable_agent.temporal.wire import (
     AWAITING_PROMPT,
     AgentStatusView,
@@ -306,7 +307,7 @@ def status(settings: Settings, workflow_id: str) -> Awaitable[int]:
         closed = description.status not in (None, WorkflowExecutionStatus.RUNNING)
         report = StatusReport(
             workflow_id=handle.id,
-            execution_status=description.status.name.lower() if description.status else "unknown",
+            execution_status=execution_status(description.status),
             task_queue=description.task_queue,
             start_time=description.start_time,
             close_time=description.close_time,

@@ -25,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ..run_errors import AgentRunError, CannotConnect, NoWorker, Rejected, RunClosed, RunNotFound
 from ..storage import STORAGE_ENV
-from .listing import _execution_status
+from .listing import execution_status
 
 __all__ = ["BUSY_RETRY_DELAYS", "UPDATE_ACTIONS", "RunCalls", "failure_text"]
 
@@ -149,7 +149,7 @@ class RunCalls:
             description = await asyncio.wait_for(self.handle.describe(), self.timeout)
         except (RPCError, TimeoutError):
             return missing
-        return RunClosed(self.id, _execution_status(description.status), action)
+        return RunClosed(self.id, execution_status(description.status), action)
 
     def no_worker(self, action: str, refusal: str | None = None) -> NoWorker:
         queue = f"task queue {self.task_queue!r}" if self.task_queue else "its task queue"

@@ -18,7 +18,7 @@ from ..quota.wire import QUOTA_MEMO, QuotaWaitView
 from ..search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 from ..wire import AWAITING_PROMPT, WORKFLOW_TYPE
 
-__all__ = ["OPEN_STATUSES", "WORKFLOW_TYPE", "ListedRun", "list_query"]
+__all__ = ["OPEN_STATUSES", "WORKFLOW_TYPE", "ListedRun", "execution_status", "list_query"]
 
 OPEN_STATUSES = frozenset({"starting", "running", "waiting", AWAITING_PROMPT})
 
@@ -86,8 +86,15 @@ def _status_value(status: RunStatus | str) -> str:
     return value
 
 
-def _execution_status(status: WorkflowExecutionStatus | None) -> str:
-    return status.name.lower() if status else "unknown"
+def execution_status(status: WorkflowExecutionStatus | None) -> str:
+    """How the server says an execution stands, in words: `running`, `completed`,
+    `failed`, `cancelled` (`RunStatus`'s spelling, not the server's `canceled`),
+    `terminated`, `timed_out`, `continued_as_new`."""
+    if status is None:
+        return "unknown"
+    if status is WorkflowExecutionStatus.CANCELED:
+        return RunStatus.CANCELLED.value
+    return status.name.lower()
 
 
 def _listed(
@@ -102,8 +109,8 @@ def _listed(
         workflow_id=execution.id,
         run_id=execution.run_id,
         agent=attributes.get(AGENT_NAME),
-        status=(agent_status or "starting") if running else _execution_status(execution.status),
-        execution_status=_execution_status(execution.status),
+        status=(agent_status or "starting") if running else execution_status(execution.status),
+        execution_status=execution_status(execution.status),
         pending_approvals=(attributes.get(PENDING_APPROVALS) or 0) if running else 0,
         start_time=execution.start_time,
         cost=cost,

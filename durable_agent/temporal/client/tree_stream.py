@@ -4,6 +4,12 @@ Each `subagent_start` record names the child workflow of a sub-agent call; from 
 child's records are read too (and its children's, at any depth) and handed out as they
 come, tagged with the child's `workflow_id` and `depth`. A record's `seq` stays its own
 run's. The stream ends once the run and every child it started have ended.
+
+A child's records come under the call that started it, between the parent's
+`subagent_start` and `subagent_end` of that call: the parent's end of a call is held back
+until the child's stream has ended. Live, the child has ended by then anyway; read after
+the fact (a finished lead's whole stream is there at once) the child's records would
+otherwise all follow the parent's.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from durable_agent.contract.records import AgentStreamRecord, SubagentStartData
+from durable_agent.contract.records import AgentStreamRecord, SubagentEndData, SubagentStartData
 
 from ..run_errors import RunNotFound
 
@@ -33,16 +39,19 @@ async def follow_tree(
 ) -> AsyncIterator[AgentStreamRecord]:
     queue: asyncio.Queue[Any] = asyncio.Queue()
     tasks: set[asyncio.Task[None]] = set()
-    started: set[str] = set()
+    ended: dict[str, asyncio.Event] = {}
+    """By workflow id: set once that run's stream has been read to its end."""
 
     def follow(workflow_id: str, depth: int, start: int | None) -> None:
-        if workflow_id in started:
+        if workflow_id in ended:
             return
-        started.add(workflow_id)
+        ended[workflow_id] = asyncio.Event()
         task = asyncio.create_task(pump(workflow_id, depth, start))
         tasks.add(task)
 
     async def pump(workflow_id: str, depth: int, start: int | None) -> None:
+        calls: dict[str, str] = {}
+        """This run's sub-agent calls under way: tool call id -> the child's workflow id."""
         try:
             for attempt in range(NOT_STARTED_RETRIES + 1):
                 try:
@@ -51,11 +60,13 @@ async def follow_tree(
                             record = record.model_copy(
                                 update={"workflow_id": workflow_id, "depth": depth}
                             )
-                        await queue.put(record)
                         data = record.data
-                        child = data.workflow_id if isinstance(data, SubagentStartData) else None
-                        if child is not None:
-                            follow(child, depth + 1, None)
+                        if isinstance(data, SubagentEndData) and data.tool_call_id in calls:
+                            await ended[calls.pop(data.tool_call_id)].wait()
+                        await queue.put(record)
+                        if isinstance(data, SubagentStartData) and data.workflow_id is not None:
+                            calls[data.tool_call_id] = data.workflow_id
+                            follow(data.workflow_id, depth + 1, None)
                     return
                 except RunNotFound:
                     if not depth or attempt == NOT_STARTED_RETRIES:
@@ -64,6 +75,7 @@ async def follow_tree(
         except Exception as error:  # handed to the reader, which raises it
             await queue.put(error)
         finally:
+            ended[workflow_id].set()
             await queue.put(_DONE)
 
     follow(root, 0, after)
