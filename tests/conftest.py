@@ -12,6 +12,8 @@ from durable_agent.temporal.devserver import DevServer
 
 from .temporal_support import connect, free_port
 
+pytest_plugins = ["tests.lanes"]
+
 
 @pytest.fixture(scope="session")
 async def dev_server() -> AsyncIterator[DevServer]:

@@ -7,6 +7,7 @@ import shutil
 import uuid
 from datetime import timedelta
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentBuilder, TestModel
@@ -15,6 +16,8 @@ from durable_agent.temporal.search_attributes import ensure_search_attributes
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker
+
+pytestmark = pytest.mark.server
 
 
 async def test_approval_expires_after_seven_days() -> None:

@@ -17,7 +17,7 @@ import pytest
 from benchmarks import loop
 
 ROOT = Path(__file__).parent.parent
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 
 def test_the_loop_is_counted_in_instructions_a_step() -> None:

@@ -567,6 +567,7 @@ async def test_run_wait_json_prints_the_id_first_and_ctrl_c_exits_130(
     assert description.status.name == "RUNNING"
 
 
+@pytest.mark.server
 def test_worker_help_is_the_workers() -> None:
     helped = subprocess.run(
         [str(CONSOLE_SCRIPT), "worker", "--help"], capture_output=True, text=True, timeout=60

@@ -16,6 +16,8 @@ import pytest
 
 from .temporal_support import free_port
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -26,6 +26,8 @@ from durable_agent.temporal import DEFAULT_TASK_QUEUE
 from durable_agent.temporal.devserver import SEARCH_ATTRIBUTE_FLAGS
 from durable_agent.temporal.search_attributes import SEARCH_ATTRIBUTES
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.temporal.yml"
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +29,7 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
 
 
+@pytest.mark.server
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """`mkdocs build --strict`: a broken link, a missing page in the nav or a docstring the
     API reference cannot render fails the build."""
@@ -48,6 +50,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert "agent_workflow" in architecture
 
 
+@pytest.mark.server
 def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     blocks = python_blocks(README.read_text())
     assert len(blocks) == 1, "the README has one example; the rest lives in docs/"

@@ -33,6 +33,8 @@ from durable_agent.temporal.devserver import DevServer
 from .sample_support import ROOT, sample_worker
 from .temporal_support import connect, free_port
 
+pytestmark = pytest.mark.server
+
 CONSOLE_SCRIPT = Path(sys.executable).parent / "durable-agent"
 PAGE = ROOT / "docs" / "temporal.md"
 

@@ -54,6 +54,8 @@ from .support.responses_server import (
     ResponseReply,
 )
 
+pytestmark = pytest.mark.server
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 NOT_RUN = {

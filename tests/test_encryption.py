@@ -520,6 +520,7 @@ def test_keys_from_env_and_their_errors() -> None:
         EncryptionCodec({"a": b"short"}, "a")
 
 
+@pytest.mark.server
 def test_generate_key_command() -> None:
     out = subprocess.run(
         [
@@ -572,6 +573,7 @@ async def ui_with_codec(tmp_path: Any) -> AsyncIterator[tuple[CodecDevServer, Co
     codec_server.server_close()
 
 
+@pytest.mark.server
 async def test_web_ui_shows_decrypted_input(
     ui_with_codec: tuple[CodecDevServer, CodecServer],
 ) -> None:

@@ -385,6 +385,7 @@ async def test_status_of_a_terminated_run_reports_its_real_end(client: Client) -
 # -- 10. what the README's commands need is installed -------------------------------------
 
 
+@pytest.mark.server
 def test_generate_key_needs_no_cryptography_package() -> None:
     """`./scripts/dev`'s venv used to lack `cryptography`, and generate-key failed there."""
     probe = (
@@ -414,6 +415,7 @@ def test_scripts_dev_installs_the_extras_the_readme_uses() -> None:
 # -- 13. install and docs -------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_building_the_package_prints_no_license_deprecation(tmp_path: Path) -> None:
     """setuptools warned that `license = { text = ... }` is deprecated on every install."""
     source = tmp_path / "source"

@@ -73,6 +73,7 @@ async def until(handle: object, status: str) -> None:
     ],
     ids=["run", "steer", "status"],
 )
+@pytest.mark.server
 def test_arguments_that_are_not_utf8_are_a_usage_error(argv: list[bytes]) -> None:
     done = subprocess.run(
         [bytes(CONSOLE_SCRIPT), *argv, b"--address", b"127.0.0.1:1"],
@@ -119,6 +120,7 @@ async def test_a_prompt_of_a_million_characters_comes_from_a_file_or_stdin(
     assert len(started.input.payloads[0].data) > 1_000_000
 
 
+@pytest.mark.server
 def test_run_without_a_prompt_is_a_usage_error() -> None:
     done = subprocess.run(
         [str(CONSOLE_SCRIPT), "run", "weather", "--address", "127.0.0.1:1"],

@@ -33,6 +33,8 @@ from durable_agent.temporal.signing import ENV_VAR, ApprovalKeys
 from .helpers import call, text_response, tool_response
 from .temporal_support import free_port, new_worker, start_agent, wait_for_status
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -35,6 +35,8 @@ from .test_docker_compose import (
     shell_script,
 )
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parent.parent
 INBOX = "inbox"
 

@@ -118,6 +118,7 @@ async def small_history_server(
     server.stop()
 
 
+@pytest.mark.server
 async def test_continue_as_new_keeps_queries_approvals_and_history(
     small_history_server: DevServer,
 ) -> None:

@@ -44,6 +44,8 @@ from durable_agent.models import AgentInfo
 from .helpers import call, text_response, tool_response
 from .mcp_support import DemoServer, free_port, http, http_server, wait_until_gone
 
+pytestmark = pytest.mark.server
+
 
 def returns(messages: list[ModelMessage]) -> dict[str, ToolReturnPart]:
     """Every tool return the model was sent, by call id."""

@@ -848,6 +848,7 @@ def test_repr_hides_credentials_in_the_base_url() -> None:
     assert "proxy.example:8443/v1" in repr(model)
 
 
+@pytest.mark.server
 def test_importing_the_package_does_not_import_openai() -> None:
     code = (
         "import sys, durable_agent, durable_agent.models\n"

@@ -219,6 +219,7 @@ async def test_a_priority_out_of_range_is_refused_before_anything_starts(client:
         await AgentClient(client, task_queue=unique("nowhere")).start("quoted", "x", priority=9)
 
 
+@pytest.mark.server
 async def test_runs_waiting_for_quota_survive_a_killed_worker_and_a_server_restart(
     tmp_path: Path,
 ) -> None:

@@ -6,12 +6,16 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
+
 from durable_agent import AgentBuilder, TestModel
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal
 from durable_agent.temporal.devserver import DevServer
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import connect, free_port, new_worker, wait_for_status
+
+pytestmark = pytest.mark.server
 
 
 async def test_waiting_run_survives_server_restart(tmp_path: Path) -> None:

@@ -20,17 +20,17 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from durable_agent import AgentBuilder, TestModel, UserError
+from durable_agent import AgentBuilder, TestModel, ToolApprovalDecision, UserError
 from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
 from durable_agent.temporal.client import AgentClient, AgentRunError, Rejected
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
 from durable_agent.temporal.signing import (
     ENV_VAR,
-    ApprovalClaim,
     ApprovalKeyError,
     ApprovalKeys,
     sign_signal,
+    signed_message,
 )
 from durable_agent.temporal.wire import ApprovalSignal
 
@@ -315,10 +315,17 @@ async def test_the_client_refuses_to_start_with_bad_keys(monkeypatch: pytest.Mon
 
 def test_the_signed_message_is_canonical() -> None:
     at = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
-    one = ApprovalClaim("wf", "d1", True, None, {"b": 1, "a": [1.5]}, "alice", ("ops", "dev"), at)
-    two = ApprovalClaim("wf", "d1", True, None, {"a": [1.5], "b": 1}, "alice", ("dev", "ops"), at)
-    assert one.message() == two.message()
-    assert one.message() == (
+
+    def signal(arguments: dict[str, Any], groups: list[str]) -> ApprovalSignal:
+        decision = ToolApprovalDecision.approved(override_arguments=arguments, decided_by="alice")
+        envelope = ApprovalSignal.envelope("d1", decision, groups)
+        return envelope.model_copy(update={"signed_at": at})
+
+    one = signed_message("wf", signal({"b": 1, "a": [1.5]}, ["ops", "dev"]))
+    two = signed_message("wf", signal({"a": [1.5], "b": 1}, ["dev", "ops", "dev"]))
+    assert one == two
+    # Byte for byte what release 0.3 signed: a signature made by an earlier client verifies.
+    assert one == (
         b"durable-agent approval v1\n"
         b'{"approved":true,"arguments":{"a":[1.5],"b":1},"decided_by":"alice",'
         b'"groups":["dev","ops"],"reason":null,"signed_at":"2026-12-01T09:30:00.000000Z",'
@@ -347,6 +354,7 @@ def test_approvers_are_checked_when_the_agent_is_built(
     assert str(caught.value).startswith(message)
 
 
+@pytest.mark.server
 async def test_approvers_of_a_toolset_tool_are_checked_at_the_first_listing() -> None:
     """An MCP tool's name is known only once the server lists it: a misspelt approvers key
     (which would leave the real tool to anyone) fails the run there, like a misspelt

@@ -11,6 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -22,6 +23,8 @@ from durable_agent.temporal.search_attributes import AGENT_STATUS
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import new_worker, wait_for_status
+
+pytestmark = pytest.mark.server
 
 ROOT = Path(__file__).resolve().parent.parent
 

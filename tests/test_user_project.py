@@ -44,7 +44,7 @@ NOT_IN_WHEEL = ("workflows", "activities", "worker", "examples", "tests", "bench
 SOURCE_IGNORED = (".git", ".venv", "__pycache__", "*.egg-info", "build", "dist", ".temporal")
 SOURCE_IGNORED_TOO = (".mypy_cache", ".ruff_cache", ".pytest_cache", "node_modules", "artifacts")
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 
 
 @dataclass(frozen=True)

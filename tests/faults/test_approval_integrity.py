@@ -19,6 +19,8 @@ from durable_agent.temporal.devserver import DevServer
 
 from .support import Faults, Handle
 
+pytestmark = pytest.mark.server
+
 PROMPT = "fetch alpha, then deploy"
 DEPLOY = "call_deploy_1"
 

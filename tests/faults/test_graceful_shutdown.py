@@ -10,10 +10,14 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from durable_agent.temporal.devserver import DevServer
 
 from .agents import STEPS_OUTPUT
 from .support import Faults
+
+pytestmark = pytest.mark.server
 
 
 async def test_sigterm_lets_an_in_flight_tool_call_finish(

@@ -15,6 +15,8 @@ from durable_agent.temporal.devserver import DevServer
 
 from .support import Faults
 
+pytestmark = pytest.mark.server
+
 
 async def test_transient_model_errors_recover(dev_server: DevServer, tmp_path: Path) -> None:
     async with Faults(dev_server.address, tmp_path, "flaky") as faults:

@@ -10,6 +10,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.failure.v1 import Failure as HistoryFailure
 from temporalio.client import WorkflowExecutionStatus
@@ -18,6 +19,8 @@ from durable_agent.temporal.devserver import DevServer
 
 from .agents import FANOUT_TOOL_STEPS, fanout_output
 from .support import Faults, Handle, WorkerProcess, unique
+
+pytestmark = pytest.mark.server
 
 RUNS = 50
 MAX_KILLS = 6

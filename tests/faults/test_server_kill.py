@@ -7,11 +7,15 @@ import asyncio
 import signal
 from pathlib import Path
 
+import pytest
+
 from durable_agent.temporal.devserver import DevServer
 from tests.temporal_support import free_port
 
 from .agents import STEPS_OUTPUT
 from .support import Faults, unique
+
+pytestmark = pytest.mark.server
 
 PROMPT = "fetch alpha and beta"
 

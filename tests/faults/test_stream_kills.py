@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from durable_agent import AgentStreamRecord
 from durable_agent.cli.live import RunView
 from durable_agent.temporal import AgentClient
@@ -14,6 +16,8 @@ from durable_agent.temporal.devserver import DevServer
 
 from .agents import STREAM_TEXT
 from .support import Faults, unique, wait_until
+
+pytestmark = pytest.mark.server
 
 
 async def test_killed_while_the_model_streams(dev_server: DevServer, tmp_path: Path) -> None:

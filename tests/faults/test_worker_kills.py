@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from durable_agent import AgentExecutionNode
 from durable_agent.temporal import AgentWorkflow, ApprovalSignal, ResumeSignal
 from durable_agent.temporal.devserver import DevServer
 
 from .agents import STEPS_OUTPUT
 from .support import Faults, Handle
+
+pytestmark = pytest.mark.server
 
 PROMPT = "fetch alpha and beta"
 
