@@ -189,3 +189,68 @@ impatient = (
 )
 
 AGENTS.append(impatient)
+
+
+editor = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                # The same call id as the writer's: models that number their calls do this.
+                _calls(ToolCallPart(id="p1", name="publish", arguments={"title": "Edited"})),
+                _text("Published the edit.", tokens=30),
+            ]
+        )
+    )
+    .name("editor")
+    .tool(publish)
+    .approval_required_tools(["publish"])
+    .build()
+)
+
+delegator = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                _calls(ToolCallPart(id="c1", name="writer", arguments={"prompt": "tides"})),
+                _text("Delegated."),
+            ]
+        )
+    )
+    .name("delegator")
+    .subagent(writer)
+    .build()
+)
+
+patient = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                _calls(ToolCallPart(id="w1", name="sleeper", arguments={"prompt": "rest"})),
+                _text("Waited."),
+            ]
+        )
+    )
+    .name("patient")
+    .subagent(sleeper)
+    .build()
+)
+
+twins = (
+    AgentBuilder(
+        TestModel.with_responses(
+            [
+                _calls(
+                    ToolCallPart(id="c1", name="writer", arguments={"prompt": "write"}),
+                    ToolCallPart(id="c2", name="editor", arguments={"prompt": "edit"}),
+                ),
+                _text("Both published."),
+            ]
+        )
+    )
+    .name("twins")
+    .subagent(writer)
+    .subagent(editor)
+    .build()
+)
+
+AGENTS.extend([delegator, patient, twins])

@@ -22,6 +22,7 @@ from durable_agent import (
     AgentStreamRecord,
     CallDeferred,
     DeferredToolResult,
+    FunctionModel,
     ModelRetry,
     TestModel,
     ToolApprovalDecision,
@@ -87,6 +88,10 @@ def ticket(subject: str) -> str:
 class Forecast(BaseModel):
     city: str
     sunny: bool
+
+
+def _model_down(messages: list[Any], info: Any) -> Any:
+    raise RuntimeError("the model server is down")
 
 
 def _retry_once() -> Callable[[Any], Any]:
@@ -280,6 +285,21 @@ SCENARIOS: dict[str, Scenario] = {
             .build()
         )
     ),
+    "subagent_model_raises": Scenario(
+        lambda n: (
+            _agent(
+                n,
+                TestModel.with_responses(
+                    [
+                        tool_response(call(f"{n}-child", "s1", prompt="try")),
+                        text_response("the child's model is down"),
+                    ]
+                ),
+            )
+            .subagent(AgentBuilder(FunctionModel(_model_down)).name(f"{n}-child").build())
+            .build()
+        )
+    ),
 }
 """A sub-agent waiting for a human is not in the matrix on purpose: on Temporal the parent
 waits inside its tool call (the child holds the call), in-process it goes to `waiting` and
@@ -435,5 +455,9 @@ def test_the_matrix_covers_what_the_drivers_must_agree_on() -> None:
     assert "'content': 'sunny'" in str(observed["subagent"].messages)
     assert "subagent_failed" in str(observed["subagent_failure"].messages)
     assert observed["subagent_failure"].status == "completed"
+    down = observed["subagent_model_raises"]
+    assert down.status == "completed", down.error
+    assert "the model server is down" in str(down.messages)
+    assert "subagent_failed" in str(down.messages)
     seqs = [r["seq"] for r in observed["approval"].records]
     assert seqs == list(range(len(seqs))), "stream numbering goes on after the decision"

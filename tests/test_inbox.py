@@ -816,3 +816,62 @@ async def test_a_sub_agents_call_shows_once_under_its_top_level_run_and_is_appro
             await page.context.close()
     assert result.output == "model saw: model saw: deployed prod with 2 replicas"
     assert agents.deployed == [{"env": "prod", "replicas": 2}]
+
+
+async def test_a_note_typed_in_the_inbox_reaches_the_model_and_is_signed_into_history(
+    client: Client, browser: Any, users: UserDirectory
+) -> None:
+    agents = Agents()
+    async with (
+        new_worker(client, agents=agents.hosted) as worker,
+        serving(client, worker, agents, users) as url,
+    ):
+        handle = await deploy_run(client, worker, agents)
+        page, run = await open_card(browser, url, "alice", handle)
+        await run.locator("[data-testid=note]").fill("watch the error rate")
+        await run.locator("[data-testid=approve]").click()
+        await run.locator("[data-testid=flash]").wait_for()
+        result = await handle.result()
+        assert result.output == (
+            "model saw: deployed prod with 2 replicas\n\n"
+            "Note from the approver (alice): watch the error rate"
+        )
+        (decision,) = await accepted_decisions(client, handle)
+        assert (decision.decided_by, decision.note) == ("alice", "watch the error rate")
+        await page.context.close()
+
+
+async def test_calls_of_one_id_held_by_two_sub_agents_have_addresses_of_their_own(
+    client: Client,
+) -> None:
+    """Each pending call's address names the workflow that holds it: deciding one of two
+    sub-agents' `p1` decides that one; its losing side of a race is told 409, not 404."""
+    from durable_agent.inbox.auth import Identity
+    from durable_agent.inbox.decisions import act
+
+    from . import subagent_agents
+
+    async with new_worker(client, agents=list(subagent_agents.AGENTS)) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents.start("twins", "write and edit")
+        for _ in range(200):
+            view = await run.status()
+            if len([p for p in view.pending_approvals if not p.decided]) == 2:
+                break
+            await asyncio.sleep(0.1)
+        holders = {p.agent: p.workflow_id for p in view.pending_approvals}
+        alice = Identity("alice")
+        form: Any = {"reason": "not this one"}
+        text, code = await act(agents, "deny", run.id, "p1", form, alice)
+        assert code == 409
+        assert "pending in more than one workflow" in text
+        text, code = await act(agents, "deny", run.id, "p1", form, alice, holders["editor"])
+        assert code == 200, text
+        text, code = await act(agents, "deny", run.id, "p1", form, alice, holders["editor"])
+        assert code == 409, text  # decided already: the losing side of a race
+        text, code = await act(agents, "deny", run.id, "p1", form, alice, "no-such-workflow")
+        assert code == 404, text
+        text, code = await act(agents, "approve", run.id, "p1", {}, alice, holders["writer"])
+        assert code == 200, text
+        result = await asyncio.wait_for(run.result(), 60)
+        assert result.status == "completed"

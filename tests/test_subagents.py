@@ -25,7 +25,7 @@ from temporalio.worker import Replayer
 from durable_agent import AgentBuilder, TestModel, ToolApprovalDecision, ToolCallPart, UserError
 from durable_agent.engine.subagents import MAX_SUBAGENT_DEPTH
 from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput
-from durable_agent.temporal.client import AgentClient
+from durable_agent.temporal.client import AgentClient, Rejected
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.plugin import DurableAgentPlugin, PluginConfigurationError
 from durable_agent.temporal.registry import AgentRegistry
@@ -122,12 +122,14 @@ async def test_bad_sub_agent_arguments_and_configuration() -> None:
     assert "prompt" in tool_return.content
 
 
+@pytest.mark.server
 async def test_registering_a_parent_registers_its_sub_agents() -> None:
     target = AgentRegistry()
-    assert register_module(target, "tests.subagent_agents") == ["lead", "checker", "impatient"]
+    leads = ["lead", "checker", "impatient", "delegator", "patient", "twins"]
+    assert register_module(target, "tests.subagent_agents") == leads
     assert set(target.names()) == {
-        *("lead", "checker", "impatient"),
-        *("researcher", "writer", "flaky", "analyst", "sleeper"),
+        *leads,
+        *("researcher", "writer", "flaky", "analyst", "sleeper", "editor"),
     }
     register_module(target, "tests.subagent_agents")  # the same objects again: harmless
 
@@ -569,3 +571,152 @@ async def test_in_process_resuming_a_parent_suspended_inside_its_sub_agent_resum
     assert (tmp_path / "tool_runs").read_text().splitlines() == ["search"]
     returned = {p.tool_call_id: p for p in done.messages[2].parts}  # type: ignore[union-attr]
     assert returned["c1"].content == "Tides follow the moon."
+
+
+# -- hardening 4: cancellation, calls of one id, usage as it goes ------------------------------
+
+
+def _scheduled(history: Any, activity: str) -> int:
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
+    )
+
+
+async def _ended_as(client: Client, workflow_id: str, status: WorkflowExecutionStatus) -> None:
+    handle = client.get_workflow_handle(workflow_id)
+    for _ in range(150):
+        description = await handle.describe()
+        if description.status == status:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{workflow_id} is {description.status}, not {status}")
+
+
+async def test_a_lead_cancelled_while_its_sub_agent_waits_ends_cancelled_and_asks_no_model(
+    client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli = cli_runner(dev_server.address, capsys)
+    async with new_worker(client, agents=hosted()) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("delegator", "tides, then cancelled")
+        view = await _status_until(run.handle, lambda v: v.status == "waiting")
+        holder = view.pending_approvals[0].workflow_id
+        assert holder is not None
+        # The lead's usage holds its child's as it goes: its one request and the writer's.
+        assert view.usage.requests == 2, view.usage
+        cancelled = await cli("cancel", run.id, "--reason", "not needed any more")
+        assert cancelled.code == 0, cancelled.err
+        await _ended_as(client, run.id, WorkflowExecutionStatus.CANCELED)
+        await _ended_as(client, holder, WorkflowExecutionStatus.CANCELED)
+        history = await run.handle.fetch_history()
+        assert _scheduled(history, "model_request") == 1  # none after the cancellation
+        records = [r async for r in run.stream()]
+        assert records[-1].kind == "run_cancelled"
+        assert records[-1].data.get("reason") == "not needed any more"
+        again = await cli("cancel", run.id)
+        assert again.code == 1, again.out
+
+
+async def test_a_lead_cancelled_while_its_sub_agent_works_ends_cancelled(client: Client) -> None:
+    async with new_worker(client, agents=hosted()) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("patient", "rest, then cancelled")
+        view = await _status_until(
+            run.handle, lambda v: [s.status for s in v.subagents] == ["running"]
+        )
+        child = view.subagents[0].workflow_id
+        await asyncio.sleep(0.5)  # the child's nap (5 s) is under way
+        await run.cancel("changed my mind")
+        await _ended_as(client, run.id, WorkflowExecutionStatus.CANCELED)
+        await _ended_as(client, child, WorkflowExecutionStatus.CANCELED)
+        history = await run.handle.fetch_history()
+        assert _scheduled(history, "model_request") == 1
+        child_history = await client.get_workflow_handle(child).fetch_history()
+        assert _scheduled(child_history, "model_request") == 1  # nothing after its nap
+
+
+async def test_calls_of_one_id_in_two_sub_agents_are_told_apart(
+    client: Client,
+    dev_server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cli = cli_runner(dev_server.address, capsys)
+    monkeypatch.setenv("DA_TEST_DIR", str(tmp_path))
+    async with new_worker(client, agents=hosted()) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("twins", "write and edit")
+        view = await _status_until(
+            run.handle, lambda v: len([p for p in v.pending_approvals if not p.decided]) == 2
+        )
+        holders = {p.agent: p.workflow_id for p in view.pending_approvals}
+        assert [p.tool_call_id for p in view.pending_approvals] == ["p1", "p1"]
+        assert holders["writer"] != holders["editor"]
+
+        ambiguous = await cli("approve", run.id, "p1", "--by", "alice")
+        assert ambiguous.code == 1
+        assert "pending in more than one workflow" in ambiguous.err
+        assert holders["writer"] in ambiguous.err
+        assert holders["editor"] in ambiguous.err
+        with pytest.raises(Rejected) as refused:
+            await run.deny("p1", "no", by="alice")
+        assert refused.value.type == "ambiguous_call"
+        nope = await cli("approve", run.id, "call_nope", "--by", "alice")
+        assert nope.code == 1
+        assert "no pending approval for tool call id 'call_nope' here" in nope.err
+        assert f"'p1' (editor: publish, in {holders['editor']})" in nope.err
+
+        denied = await cli(
+            "deny", run.id, "p1", "--reason", "not the edit", "--holder", holders["editor"]
+        )
+        assert denied.code == 0, denied.err
+        view = await _status_until(
+            run.handle, lambda v: [p.agent for p in v.pending_approvals] == ["writer"]
+        )
+        # One call of that id is left: the id alone names it now.
+        approved = await cli("approve", run.id, "p1", "--by", "alice")
+        assert approved.code == 0, approved.err
+        result = await asyncio.wait_for(run.result(), 60)
+    assert result.status == "completed"
+    # The writer published; the editor's publish was denied and never ran.
+    assert (tmp_path / "tool_runs").read_text().splitlines() == ["publish"]
+
+
+async def test_a_decision_a_sub_agent_refuses_reaches_whoever_sent_it(
+    client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By update (the CLI, the handle) the refusal is the sender's error; a signal cannot
+    answer, so the lead's stream, its details and `watch` say it."""
+    cli = cli_runner(dev_server.address, capsys)
+    async with new_worker(client, agents=hosted()) as worker:
+        agents_client = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents_client.start("delegator", "tides")
+        view = await _status_until(run.handle, lambda v: v.status == "waiting")
+        holder = view.pending_approvals[0].workflow_id
+        bad = await cli("approve", run.id, "p1", "--by", "alice", "--args", '{"title": 5}')
+        assert bad.code == 1
+        assert "override_arguments for tool 'publish' (call 'p1') are invalid" in bad.err
+        await run.handle.signal(
+            "approval",
+            {"tool_call_id": "p1", "approved": True, "override_arguments": {"title": 5}},
+        )
+
+        async def first_refusal() -> Any:
+            async for streamed in run.stream():
+                if streamed.kind == "approval_refused":
+                    return streamed
+            return None
+
+        record = await asyncio.wait_for(first_refusal(), 30)
+        assert record.data.workflow_id == holder
+        assert "override_arguments for tool 'publish'" in record.data.reason
+        metadata = await run.handle.query("__temporal_workflow_metadata")
+        assert "Refused approval signals" in metadata.current_details
+        approved = await cli("approve", run.id, "p1", "--by", "alice")
+        assert approved.code == 0, approved.err
+        result = await asyncio.wait_for(run.result(), 60)
+    assert result.status == "completed"

@@ -68,6 +68,9 @@ class FakePort:
         self.markers.append(marker)
         return True
 
+    def cancel_requested(self) -> bool:
+        return False
+
     async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
         async def until() -> None:
             while not condition():

@@ -151,9 +151,12 @@ async def _run_child(
         )
     except ExecutionSuspended as suspended:
         return SubagentSuspended(checkpoint=suspended.checkpoint, reason=suspended.reason)
-    except AgentError as error:
+    except Exception as error:
+        # Whatever ends the sub-agent's run (its model raising included) is its parent
+        # model's business: a tool error, as on Temporal, never the parent's failure.
         used = controller.loop.state.usage if controller.loop is not None else None
-        return subagent_failure(tool_call, error.kind, error.message, used)
+        kind = error.kind if isinstance(error, AgentError) else type(error).__name__
+        return subagent_failure(tool_call, kind, str(error), used)
     if final.status is RunStatus.WAITING:
         return SubagentWaiting(state=final)
     change = call.workspace_change(final.metadata.get(ENVIRONMENT_REF))

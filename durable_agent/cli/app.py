@@ -100,6 +100,7 @@ for command in (
     decisions.deferred,
     decisions.resume,
     decisions.suspend,
+    decisions.cancel,
     decisions.steer,
     chat.chat,
     forks.fork,

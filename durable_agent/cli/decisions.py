@@ -42,6 +42,10 @@ async def _decide(
 
 
 NOTE_HELP = "a remark for the agent: its model reads it with the call's result"
+HOLDER_HELP = (
+    "the workflow holding the call (a sub-agent's, as `status` lists it): needed when two "
+    "workflows of the run's tree wait on calls of the same id"
+)
 
 
 def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -57,6 +61,7 @@ def _reason(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
 @click.option("--args", "arguments", type=JSON_OBJECT, help="run the tool with these arguments")
 @click.option("--note", help=NOTE_HELP)
+@click.option("--holder", metavar="WORKFLOW_ID", help=HOLDER_HELP)
 @connection_options(group=False)
 @click.pass_obj
 def approve(
@@ -67,13 +72,19 @@ def approve(
     groups: tuple[str, ...],
     arguments: dict[str, Any] | None,
     note: str | None,
+    holder: str | None,
 ) -> Awaitable[int]:
     """Approve pending tool call CALL_ID of run ID (the ids `status` lists)."""
     return _decide(
         settings,
         workflow_id,
         lambda run: run.approve(
-            call_id, by=by, override_arguments=arguments, note=note, groups=list(groups) or None
+            call_id,
+            by=by,
+            override_arguments=arguments,
+            note=note,
+            groups=list(groups) or None,
+            holder=holder,
         ),
     )
 
@@ -85,6 +96,7 @@ def approve(
 @click.option("--by", metavar="NAME", help=BY_HELP)
 @click.option("--group", "groups", metavar="GROUP", multiple=True, help=GROUP_HELP)
 @click.option("--note", help=NOTE_HELP)
+@click.option("--holder", metavar="WORKFLOW_ID", help=HOLDER_HELP)
 @connection_options(group=False)
 @click.pass_obj
 def deny(
@@ -95,12 +107,15 @@ def deny(
     by: str | None,
     groups: tuple[str, ...],
     note: str | None,
+    holder: str | None,
 ) -> Awaitable[int]:
     """Deny pending tool call CALL_ID of run ID: the tool never runs."""
     return _decide(
         settings,
         workflow_id,
-        lambda run: run.deny(call_id, reason, by=by, note=note, groups=list(groups) or None),
+        lambda run: run.deny(
+            call_id, reason, by=by, note=note, groups=list(groups) or None, holder=holder
+        ),
     )
 
 
@@ -145,6 +160,28 @@ def suspend(settings: Settings, workflow_id: str, reason: str) -> Awaitable[int]
             dump({"workflow_id": handle.id, "message": message, "reason": reason})
         else:
             out(f"{message} (resume: durable-agent resume {q(handle.id)})")
+        return EXIT_OK
+
+    return send()
+
+
+@click.command(epilog=EPILOG)
+@click.argument("workflow_id", metavar="ID")
+@click.option("--reason", help="why; recorded with the cancellation")
+@connection_options(group=False)
+@click.pass_obj
+def cancel(settings: Settings, workflow_id: str, reason: str | None) -> Awaitable[int]:
+    """Cancel run ID: it ends `cancelled`, its sub-agents' runs with it, and no model
+    request follows. Refused (exit 1) for a run that has already ended."""
+
+    async def send() -> int:
+        handle = (await settings.connect()).get(workflow_id)
+        await handle.cancel(reason)
+        message = "cancellation requested; the run ends cancelled"
+        if settings.json:
+            dump({"workflow_id": handle.id, "message": message, "reason": reason})
+        else:
+            out(f"{message} (follow: durable-agent status {q(handle.id)})")
         return EXIT_OK
 
     return send()

@@ -11,6 +11,7 @@ from ._fields import WIRE_CONFIG, omit_empty, omit_none
 from .messages import ToolCall
 
 __all__ = [
+    "DecisionFields",
     "DeferredToolCall",
     "PendingCall",
     "DeferredToolResult",
@@ -44,15 +45,14 @@ def read_deferred_response(text: str) -> Any:
         ) from None
 
 
-class ToolApprovalDecision(BaseModel):
-    """A person's answer to a pending approval; build it with `approved()` or `denied()`.
-
-    The one shape of a decision, whichever way it travels: in-process to
-    `resume_after_hitl`, on Temporal inside the `approval` signal (`ApprovalSignal` is this
-    model plus routing and signature), in run state and in the `approval_decided` record.
-    A signature covers the decision's own JSON (`durable_agent.temporal.signing`), so a
-    field added here is signed without more code; such a field must be left out of the
-    JSON while unset (`omit_none`), so decisions that do not use it sign as they did."""
+class DecisionFields(BaseModel):
+    """The fields of a decision: the one shape it has, whichever way it travels
+    (in-process to `resume_after_hitl`, on Temporal inside the `approval` signal, whose
+    `ApprovalSignal` is these fields plus routing and signature, in run state and in the
+    `approval_decided` record). A signature covers the decision's own JSON
+    (`durable_agent.temporal.signing`), so a field added here is signed without more code;
+    such a field must be left out of the JSON while unset (`omit_none`), so decisions that
+    do not use it sign as they did."""
 
     approved: bool
     reason: str | None = None
@@ -60,23 +60,6 @@ class ToolApprovalDecision(BaseModel):
     override_arguments: dict[str, Any] | None = None
     note: str | None = omit_none()
     """The approver's remark: the model reads it beside the tool's result (or its denial)."""
-
-    @classmethod
-    def approve(
-        cls,
-        override_arguments: dict[str, Any] | None = None,
-        decided_by: str | None = None,
-        note: str | None = None,
-    ) -> ToolApprovalDecision:
-        return cls(
-            approved=True, override_arguments=override_arguments, decided_by=decided_by, note=note
-        )
-
-    @classmethod
-    def deny(
-        cls, reason: str, decided_by: str | None = None, note: str | None = None
-    ) -> ToolApprovalDecision:
-        return cls(approved=False, reason=reason, decided_by=decided_by, note=note)
 
     def annotate(self, result: Any) -> Any:
         """What the model reads for the call after this decision: a denial's reason in
@@ -101,6 +84,27 @@ class ToolApprovalDecision(BaseModel):
         if self.note is not None:
             verdict += f"; note: {self.note}"
         return verdict
+
+
+class ToolApprovalDecision(DecisionFields):
+    """A person's answer to a pending approval; build it with `approved()` or `denied()`."""
+
+    @classmethod
+    def approve(
+        cls,
+        override_arguments: dict[str, Any] | None = None,
+        decided_by: str | None = None,
+        note: str | None = None,
+    ) -> ToolApprovalDecision:
+        return cls(
+            approved=True, override_arguments=override_arguments, decided_by=decided_by, note=note
+        )
+
+    @classmethod
+    def deny(
+        cls, reason: str, decided_by: str | None = None, note: str | None = None
+    ) -> ToolApprovalDecision:
+        return cls(approved=False, reason=reason, decided_by=decided_by, note=note)
 
 
 # The contract spells the constructors `approved(...)` / `denied(...)`; `approved` is also

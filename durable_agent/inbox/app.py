@@ -335,8 +335,11 @@ class _Inbox:
             return self.csrf_refused()
         workflow_id = request.path_params["workflow_id"]
         call_id = request.path_params.get("call_id", "")
+        holder = request.query_params.get("holder") or None
         try:
-            text, status_code = await act(self.agents, action, workflow_id, call_id, form, identity)
+            text, status_code = await act(
+                self.agents, action, workflow_id, call_id, form, identity, holder
+            )
         except AgentRunError as error:
             text, status_code = refusal(error), http_status(error)
         flash = Flash(text, ok=status_code < 400)

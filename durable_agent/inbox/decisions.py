@@ -44,8 +44,11 @@ async def act(
     call_id: str,
     form: FormData,
     identity: Identity,
+    holder: str | None = None,
 ) -> tuple[str, int]:
     """Checks what the inbox can check, then sends the update; (message, HTTP status).
+    `holder` is the workflow that holds the call (a sub-agent's), part of its address: two
+    sub-agents of one run may wait on calls of the same id.
 
     The workflow checks everything again (and is the judge): these checks are for a
     clear message before anything is sent, and for refusing a non-approver even on a
@@ -59,9 +62,15 @@ async def act(
         return f"run {workflow_id} is {view.status}; it is no longer waiting for anyone", 409
     if action == "deferred":
         return await _deliver(handle, view.deferred_calls, call_id, form)
-    call = _undecided(view.pending_approvals, call_id)
-    if call is None:
-        return _not_pending(view.pending_approvals, call_id, workflow_id)
+    if holder == workflow_id:
+        holder = None  # the run's own call
+    matching = _undecided(view.pending_approvals, call_id, holder)
+    if len(matching) > 1:
+        where = ", ".join(c.workflow_id or workflow_id for c in matching)
+        return f"tool call id {call_id!r} is pending in more than one workflow ({where})", 409
+    if not matching:
+        return await _not_pending(agents, view.pending_approvals, call_id, workflow_id, holder)
+    call = matching[0]
     allowed = frozenset(call.approvers) if call.approvers is not None else None
     refused = approver_problem(call.tool_name, allowed, identity.user, identity.groups)
     if refused is not None:
@@ -72,13 +81,20 @@ async def act(
         reason = str(form.get("reason") or "").strip()
         if problem := denial_problem(reason):
             return problem, 400
-        await handle.deny(call_id, reason, by=identity.user, note=note, groups=groups)
+        await handle.deny(
+            call_id, reason, by=identity.user, note=note, groups=groups, holder=call.workflow_id
+        )
         return f"denied {call.tool_name} ({call_id}) as {identity.user}: {reason}", 200
     override, problem = _override(call, form.get("arguments"))
     if problem is not None:
         return problem, 400
     accepted = await handle.approve(
-        call_id, by=identity.user, override_arguments=override, note=note, groups=groups
+        call_id,
+        by=identity.user,
+        override_arguments=override,
+        note=note,
+        groups=groups,
+        holder=call.workflow_id,
     )
     changed = " with your arguments" if override is not None else ""
     return (
@@ -91,7 +107,8 @@ async def act(
 async def _deliver(
     handle: Any, calls: list[PendingApprovalView], call_id: str, form: FormData
 ) -> tuple[str, int]:
-    call = _undecided(calls, call_id)
+    found = _undecided(calls, call_id, None)
+    call = found[0] if found else None
     if call is None:
         if not any(c.tool_call_id == call_id for c in calls):
             return f"run {handle.id} has no deferred call {call_id!r}", 404
@@ -117,11 +134,26 @@ def http_status(error: AgentRunError) -> int:
     return 502
 
 
-def _not_pending(
-    calls: list[PendingApprovalView], call_id: str, workflow_id: str
+async def _not_pending(
+    agents: AgentClient,
+    calls: list[PendingApprovalView],
+    call_id: str,
+    workflow_id: str,
+    holder: str | None,
 ) -> tuple[str, int]:
-    """Why `call_id` cannot be decided: unknown in this run, or already decided."""
-    if not any(c.tool_call_id == call_id for c in calls):
+    """Why `call_id` cannot be decided: unknown in this run (or in the sub-agent's workflow
+    that held it), or already decided (or expired): the losing side of a race."""
+    listed = any(c.tool_call_id == call_id and c.workflow_id == holder for c in calls)
+    if not listed and holder is not None:
+        # A sub-agent's call leaves its lead's list once decided: ask the holder.
+        try:
+            held = await agents.get(holder).status()
+        except RunNotFound:
+            return f"run {workflow_id} has no sub-agent workflow {holder!r}", 404
+        listed = held.status != "waiting" or any(
+            c.tool_call_id == call_id for c in held.pending_approvals
+        )
+    if not listed:
         return f"run {workflow_id} has no pending call {call_id!r}", 404
     return (
         f"tool call {call_id!r} of run {workflow_id} is no longer waiting for a decision "
@@ -130,8 +162,17 @@ def _not_pending(
     )
 
 
-def _undecided(calls: list[PendingApprovalView], call_id: str) -> PendingApprovalView | None:
-    return next((c for c in calls if c.tool_call_id == call_id and not c.decided), None)
+def _undecided(
+    calls: list[PendingApprovalView], call_id: str, holder: str | None
+) -> list[PendingApprovalView]:
+    """The undecided calls of that id (of `holder`'s workflow, when named)."""
+    return [
+        c
+        for c in calls
+        if c.tool_call_id == call_id
+        and not c.decided
+        and (holder is None or c.workflow_id == holder)
+    ]
 
 
 def _override(call: PendingApprovalView, raw: object) -> tuple[dict[str, Any] | None, str | None]:

@@ -8,6 +8,7 @@ instead of growing with the conversation.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
@@ -56,7 +57,13 @@ from .wire import (
     WorkspaceMergeActivityInput,
 )
 
-__all__ = ["ActivityNodeRunner", "NodeActivityFailed", "SubagentCaller", "WorkflowIdSource"]
+__all__ = [
+    "CANCEL_PATCH",
+    "ActivityNodeRunner",
+    "NodeActivityFailed",
+    "SubagentCaller",
+    "WorkflowIdSource",
+]
 
 SubagentCaller = Callable[[SubagentCall], Awaitable[ToolCallOutcome]]
 """Runs one sub-agent call as a child workflow (`workflow.subagents.SubagentRuns.call`)."""
@@ -140,7 +147,24 @@ async def _execute(
             activity, arg, result_type=result_type, summary=summary, **options
         )
     except ActivityError as error:
+        if _cancelled_with_run(error):
+            # The run is being cancelled and its activity with it: the run ends cancelled
+            # (runs recorded before ended failed).
+            raise asyncio.CancelledError(f"{node} activity was cancelled") from error
         raise _unwrap(error, node) from error
+
+
+CANCEL_PATCH = "durable-agent.cancelled-mid-node"
+"""Marks a run cancelled while it awaited an activity or a sub-agent: it ends cancelled,
+with no model request after the cancellation (runs recorded before ended failed, or handed
+their model a sub-agent's cancellation as a tool error and went on)."""
+
+
+def _cancelled_with_run(error: ActivityError) -> bool:
+    cancelled = isinstance(error.cause, CancelledError)
+    return (
+        cancelled and workflow.cancellation_reason() is not None and workflow.patched(CANCEL_PATCH)
+    )
 
 
 class _OutputOutcomeResult(RootModel[OutputOutcome]):

@@ -23,6 +23,8 @@ from durable_agent import (
     Usage,
 )
 from durable_agent.contract._fields import omit_empty, omit_none
+from durable_agent.contract.decisions import DecisionFields
+from durable_agent.contract.records import ApprovalRefusedData
 from durable_agent.engine.controller import MAX_PROMPT_CHARS
 from durable_agent.engine.node_io import (
     ListToolsInput,
@@ -306,12 +308,16 @@ class EndSessionSignal(BaseModel):
     """The `end_session` signal: the session ends once its current turn has answered."""
 
 
-class ApprovalSignal(ToolApprovalDecision):
+class ApprovalSignal(DecisionFields):
     """The `approval` signal and `submit_approval` update: a decision (the fields of
     `ToolApprovalDecision`, flat, as they always were on the wire) with where it goes
     (`tool_call_id`) and who vouches for it (`groups`, `signed_at`, `signature`)."""
 
     tool_call_id: str
+    holder: str | None = omit_none()
+    """The workflow that holds the call, for a sub-agent's call its lead lists (None: the
+    run it is sent to finds it; an id two workflows of the tree wait on is refused as
+    ambiguous, listing them)."""
     groups: list[str] | None = None
     """The approver's groups, checked against `AgentBuilder.approvers` with `decided_by`."""
     signed_at: datetime | None = None
@@ -326,10 +332,14 @@ class ApprovalSignal(ToolApprovalDecision):
         tool_call_id: str,
         decision: ToolApprovalDecision,
         groups: Sequence[str] | None = None,
+        *,
+        holder: str | None = None,
     ) -> ApprovalSignal:
-        """`decision` addressed to call `tool_call_id` (unsigned: `signing.sign_signal`)."""
+        """`decision` addressed to call `tool_call_id` (of workflow `holder`, when given;
+        unsigned: `signing.sign_signal`)."""
         return cls(
             tool_call_id=tool_call_id,
+            holder=holder,
             groups=list(groups) if groups is not None else None,
             **decision.model_dump(exclude_unset=True),
         )
@@ -337,7 +347,7 @@ class ApprovalSignal(ToolApprovalDecision):
     def decision(self) -> ToolApprovalDecision:
         """The decision this envelope carries, without routing or signature."""
         return ToolApprovalDecision.model_validate(
-            self.model_dump(include=set(ToolApprovalDecision.model_fields), exclude_unset=True)
+            self.model_dump(include=set(DecisionFields.model_fields), exclude_unset=True)
         )
 
 
@@ -363,6 +373,10 @@ class SubagentStatus(BaseModel):
     status: str
     pending_approvals: list[PendingApprovalView] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    refused: list[ApprovalRefusedData] = omit_empty(factory=list)
+    """The latest approval signals the child (or a descendant) refused."""
+    refused_total: int = omit_empty(0)
+    """How many it has refused so far: the parent announces the ones it has not seen."""
 
 
 class LoadCheckpointInput(BaseModel):

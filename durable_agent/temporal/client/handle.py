@@ -254,14 +254,18 @@ class AgentRunHandle:
         note: str | None = None,
         *,
         groups: Sequence[str] | None = None,
+        holder: str | None = None,
     ) -> UpdateAccepted:
         """Approves pending tool call `call_id`; `override_arguments` replace the model's,
         `note` is the approver's remark (the model reads it with the tool's result).
 
         `by` and `groups` are who decided, checked against the agent's approvers; signed
-        when this client has approval keys."""
+        when this client has approval keys. `holder` is the workflow that holds the call
+        (a sub-agent's child workflow, as `status()` lists it): needed only when two
+        workflows of this run's tree wait on calls of the same id, which is refused
+        (`ambiguous_call`) listing them."""
         decision = ToolApprovalDecision.approve(override_arguments, decided_by=by, note=note)
-        return await self._decide(ApprovalSignal.envelope(call_id, decision, groups))
+        return await self._decide(ApprovalSignal.envelope(call_id, decision, groups, holder=holder))
 
     async def deny(
         self,
@@ -271,17 +275,22 @@ class AgentRunHandle:
         *,
         note: str | None = None,
         groups: Sequence[str] | None = None,
+        holder: str | None = None,
     ) -> UpdateAccepted:
         """Denies pending tool call `call_id`: the tool never runs, the model sees `reason`
-        (which must say something: refused as `invalid_approval` before anything is sent)."""
+        (which must say something: refused as `invalid_approval` before anything is sent).
+        `holder`: as for `approve`."""
         if problem := denial_problem(reason):
             raise Rejected(self.id, problem, "invalid_approval")
         decision = ToolApprovalDecision.deny(reason, decided_by=by, note=note)
-        return await self._decide(ApprovalSignal.envelope(call_id, decision, groups))
+        return await self._decide(ApprovalSignal.envelope(call_id, decision, groups, holder=holder))
 
     async def _decide(self, request: ApprovalSignal) -> UpdateAccepted:
         """Sends the decision to the workflow holding the call: this run, or (when this
         run says a sub-agent's child workflow holds it) that one, signed for it."""
+        if request.holder is not None and request.holder != self.id:
+            named = AgentRunHandle(self.agents, self.agents.run_handle(request.holder))
+            return await named._decide(request)
         keys = self.agents.approval_keys
         signed = sign_signal(keys, self.id, request) if keys is not None else request
         try:
@@ -414,9 +423,16 @@ class AgentRunHandle:
         started, queue = await retry_run(self, self.agents, self._calls)
         return AgentRunHandle(self.agents, started, task_queue=queue)
 
-    async def cancel(self) -> None:
-        """Requests cancellation; `result()` then raises `RunFailed` ("cancelled")."""
-        await self._act("cancel", self.handle.cancel)
+    async def cancel(self, reason: str | None = None) -> None:
+        """Requests cancellation: the run ends `cancelled` at once (a tool call in flight
+        is cancelled, no model request follows), its sub-agents' runs with it; `result()`
+        then raises `RunFailed` ("cancelled"). `reason` is recorded with the request and in
+        the run's `run_cancelled` record."""
+        description = await self.describe()
+        ended = _CLOSED.get(description.status) if description.status else None
+        if ended is not None:
+            raise RunClosed(self.id, ended[0], "a cancellation")
+        await self._act("cancel", lambda: self.handle.cancel(reason=reason or ""))
 
     # -- plumbing ---------------------------------------------------------------------------
 

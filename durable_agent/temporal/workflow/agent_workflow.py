@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentCheckpoint, ExecutionSuspended
     from ...contract.errors import AgentError, InvalidInput
     from ...contract.messages import ModelMessage
-    from ...contract.records import RunCancelledData
     from ...contract.state import AgentRunState, RunStatus
     from ...contract.tools import ToolDefinition
     from ...engine.controller import RunController
@@ -70,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     from .lookup import checkpoint_lookup
     from .opening import Opening, node_runner
     from .port import TemporalPort
+    from .routing import ApprovalRouting
     from .sessions import Session, result_of
     from .subagents import SUBAGENT_STATUS_SIGNAL, SubagentRuns
     from .visibility import Visibility
@@ -102,8 +102,12 @@ class AgentWorkflow:
         self.decisions = HumanDecisions(
             live, port, status=self._status, publish=self._publish, keys=self.hosting.approval_keys
         )
-        self.subagents = SubagentRuns(port, self._publish)
-        self.subagents.priority = self.input.priority
+        self.subagents = SubagentRuns(
+            port,
+            self._publish,
+            priority=self.input.priority,
+            refused=self.decisions.remember_refusal,
+        )
         workflow.set_signal_handler(SUBAGENT_STATUS_SIGNAL, self.subagents.on_status)
         self.quota = QuotaGate(self._publish, lambda: quota_priority(self.input))
         workflow.set_signal_handler(GRANT_SIGNAL, self.quota.on_grant)
@@ -125,6 +129,7 @@ class AgentWorkflow:
             self.decisions.check_approval,
             self.decisions.record_approval,
             port,
+            refused=self.decisions.refused,
         )
         self._results = Gate(
             "deferred_result",
@@ -140,6 +145,7 @@ class AgentWorkflow:
             status=self._status,
             waits_for_decisions=lambda: bool(self.visibility.undecided()),
         )
+        self.routing = ApprovalRouting(live, self.decisions, self.subagents, self._approvals, port)
         self._resumes = Gate(
             "resume", ResumeSignal, control.check_resume, control.resume, port, optional=True
         )
@@ -157,7 +163,7 @@ class AgentWorkflow:
             workflow.upsert_search_attributes(first)
         if self._input_problem is not None:
             raise self._failed(InvalidInput(self._input_problem))
-        registration, agent = self._registration(input), self._agent(input)
+        registration, agent = self._hosted(input)
         runner = node_runner(registration, agent, input, self.hosting, self.subagents, self.quota)
         controller = RunController(
             agent,
@@ -205,9 +211,7 @@ class AgentWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
             raise failure from error
         except asyncio.CancelledError:
-            if self.live.state is not None:
-                self.live.state.status = RunStatus.CANCELLED
-            self.live.announce(None, RunCancelledData())
+            self.live.cancelled(workflow.cancellation_reason())
             self._publish()
             raise
         self._publish()
@@ -253,17 +257,12 @@ class AgentWorkflow:
     def _continue_as_new_due(self, checkpoint: AgentCheckpoint) -> bool:
         return self.chain.due(checkpoint)
 
-    def _registration(self, input: AgentWorkflowInput) -> AgentRegistration:
+    def _hosted(self, input: AgentWorkflowInput) -> tuple[AgentRegistration, AgentSpec]:
+        """The registered agent, and it with the run's overrides (an unknown agent or a
+        model it does not allow fails the run at once, before any activity)."""
         try:
-            return self.hosting.agents.get(input.agent)
-        except AgentError as error:
-            raise self._failed(error) from error
-
-    def _agent(self, input: AgentWorkflowInput) -> AgentSpec:
-        """The registered agent, with the run's overrides (a model it does not allow fails
-        the run at once, before any activity)."""
-        try:
-            return self.hosting.agents.agent_for(input.agent, input.overrides)
+            agents = self.hosting.agents
+            return agents.get(input.agent), agents.agent_for(input.agent, input.overrides)
         except AgentError as error:
             raise self._failed(error) from error
 
@@ -389,7 +388,7 @@ class AgentWorkflow:
 
     @workflow.signal
     def approval(self, *inputs: Any) -> None:
-        if not self.subagents.forward(inputs):
+        if not self.routing.forwarded(inputs):
             self._approvals.signal(inputs)
 
     @workflow.update
@@ -400,9 +399,7 @@ class AgentWorkflow:
 
     @submit_approval.validator
     def _validate_approval(self, request: ApprovalSignal) -> None:
-        if (held := self.subagents.refusal(request.tool_call_id)) is not None:
-            raise held
-        self._approvals.validate(request)
+        self.routing.validate(request)
 
     @workflow.signal
     def deferred_result(self, *inputs: Any) -> None:

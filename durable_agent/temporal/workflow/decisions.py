@@ -16,6 +16,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.decisions import DeferredToolResult, ToolApprovalDecision
+    from ...contract.records import ApprovalRefusedData
     from ...contract.state import AgentRunState
     from ..authorization import decision_problem
     from ..signing import ApprovalKeys
@@ -24,9 +25,11 @@ with workflow.unsafe.imports_passed_through():
     from .live import LiveRun
     from .port import WorkflowPort
 
-__all__ = ["APPROVAL_EXPIRED", "DROPPED_APPROVAL", "HumanDecisions"]
+__all__ = ["APPROVAL_EXPIRED", "DROPPED_APPROVAL", "KEPT_REFUSALS", "HumanDecisions"]
 
 APPROVAL_EXPIRED = "approval expired"
+KEPT_REFUSALS = 5
+"""Refused approval signals a run keeps to show (its details, its parent)."""
 DROPPED_APPROVAL = "durable-agent.approval-signal-dropped"
 """Patch-marker prefix recording that an `approval` signal was refused by the authorization
 check (see `HumanDecisions.signal_authorization`)."""
@@ -57,6 +60,10 @@ class HumanDecisions:
         self.waiting_since: datetime | None = None
         """`now()` when the run last began waiting for humans (state, not a command)."""
         self._approval_signals = 0
+        self.refused_total = 0
+        self.refusals: list[ApprovalRefusedData] = []
+        """The approval signals this run refused (the latest `KEPT_REFUSALS`): a signal
+        cannot answer its sender, so the run's details, its stream and its parent do."""
 
     def restore(self, continuation: Continuation) -> None:
         self.decided = dict(continuation.decided)
@@ -126,6 +133,23 @@ class HumanDecisions:
         if problem is not None:
             self._port.patched(marker)
         return problem
+
+    def refused(self, signal: ApprovalSignal, refusal: Refusal) -> None:
+        """An `approval` signal this run dropped: on its stream and in its details."""
+        self.remember_refusal(
+            ApprovalRefusedData(
+                tool_call_id=signal.tool_call_id,
+                reason=refusal.message,
+                decided_by=signal.decided_by,
+            )
+        )
+        self._publish()
+
+    def remember_refusal(self, refused: ApprovalRefusedData) -> None:
+        """Keeps and announces a refusal (this run's own, or a descendant's)."""
+        self.refusals = [*self.refusals[-(KEPT_REFUSALS - 1) :], refused]
+        self.refused_total += 1
+        self._live.announce(None, refused)
 
     def record_approval(self, signal: ApprovalSignal) -> None:
         decision = signal.decision()

@@ -70,8 +70,10 @@ class Gate(Generic[RequestT]):
         port: WorkflowPort,
         *,
         optional: bool = False,
+        refused: Callable[[RequestT, Refusal], None] | None = None,
     ) -> None:
         self.signal_name = signal_name
+        self._refused = refused
         self.model = model
         self._check = check
         self._record = record
@@ -88,6 +90,8 @@ class Gate(Generic[RequestT]):
         refusal = self._check(request, True)
         if refusal is not None:
             self._port.logger.warning("%s signal ignored: %s", self.signal_name, refusal.message)
+            if self._refused is not None:
+                self._refused(request, refusal)
             return False
         self._record(request)
         return True

@@ -13,8 +13,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentExecutionNode
-    from ...contract.records import RecordData
-    from ...contract.state import AgentRunState
+    from ...contract.records import RecordData, RunCancelledData
+    from ...contract.state import AgentRunState, RunStatus
     from ...engine.controller import RunController
     from ...engine.loop import AgentLoop
     from ...engine.spec import AgentSpec
@@ -51,6 +51,13 @@ class LiveRun:
         """The next stream record's seq."""
         loop = self.loop
         return loop.seq if loop is not None else 0
+
+    def cancelled(self, reason: str | None) -> None:
+        """The run was cancelled (`reason`: what its canceller said, if anything)."""
+        state = self.state
+        if state is not None:
+            state.status = RunStatus.CANCELLED
+        self.announce(None, RunCancelledData(reason=reason or None))
 
     def announce(self, node: AgentExecutionNode | None, data: RecordData) -> None:
         """A record of the workflow's own (a decision arrived, the run was suspended), in

@@ -47,6 +47,10 @@ class WorkflowPort(Protocol):
 
     def patched(self, marker: str) -> bool: ...
 
+    def cancel_requested(self) -> bool:
+        """Whether someone asked the server to cancel this run."""
+        ...
+
     async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
         """Returns once `condition()` holds; raises TimeoutError after `timeout`."""
         ...
@@ -83,6 +87,9 @@ class TemporalPort:
 
     def patched(self, marker: str) -> bool:
         return workflow.patched(marker)
+
+    def cancel_requested(self) -> bool:
+        return workflow.cancellation_reason() is not None
 
     async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
         await workflow.wait_condition(condition, timeout=timeout)

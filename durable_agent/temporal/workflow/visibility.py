@@ -92,8 +92,9 @@ class Visibility:
         # A run that ended waits for nobody, whatever calls its last state still lists.
         pending = [] if ended else [p for p in self.pending_approvals() if not p.decided]
         if self._parent is not None:
-            state = self._live.state
-            self._parent.changed(status, pending, state.usage if state else Usage())
+            decisions = self._decisions
+            refused = decisions.refusals
+            self._parent.changed(status, pending, self.usage(), refused, decisions.refused_total)
         key = (status, len(pending))
         if key != self._published:
             self._published = key
@@ -129,6 +130,14 @@ class Visibility:
             lines.extend(
                 f"- call {literal(call_id)} · {literal(decision.describe())}"
                 for call_id, decision in decided
+            )
+        if self._decisions.refusals:
+            lines.append("\n**Refused approval signals**\n")
+            lines.extend(
+                f"- call {literal(r.tool_call_id)}"
+                + (f" in {literal(r.workflow_id)}" if r.workflow_id else "")
+                + f" · {literal(r.reason)}"
+                for r in self._decisions.refusals
             )
         if self._live.error:
             lines.append(f"\n**Failed:** {literal(self._live.error)}")
@@ -208,6 +217,13 @@ class Visibility:
 
     # -- the status query ------------------------------------------------------------------------
 
+    def usage(self) -> Usage:
+        """The run's usage as it stands, its sub-agents' at any depth included while they
+        still work (their parent adds it for good when their calls return)."""
+        state = self._live.state
+        own = state.usage if state is not None else Usage()
+        return own.add(self._subagents.unapplied_usage(state))
+
     def view(self, *, continued_as_new: int, forked_from: ForkOrigin | None) -> AgentStatusView:
         state = self._live.state
         executor = self._executor
@@ -221,7 +237,7 @@ class Visibility:
             suspend_reason=executor.suspended_reason,
             pending_approvals=self.pending_approvals(),
             deferred_calls=self._deferred(),
-            usage=state.usage if state else Usage(),
+            usage=self.usage(),
             output=state.output if state else None,
             error=self._live.error,
             checkpoint_count=executor.checkpoint_count,
