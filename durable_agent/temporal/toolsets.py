@@ -101,12 +101,14 @@ class ToolsetPool:
             except UserError as error:
                 raise ToolsetStartupError(f"agent {agent.name!r}: {error.message}") from None
             self._checked.add(id(agent))
-            log.info(
-                "toolsets ready",
-                agent=agent.name,
-                toolsets=[listing.toolset for listing in listings],
-                tools=len(index),
-            )
+            if listings:  # an agent whose tools are all functions has no toolset to ready
+                log.info(
+                    "toolsets ready",
+                    agent=agent.name,
+                    toolsets=[listing.toolset for listing in listings],
+                    tools=len(agent.tools) + len(index),
+                    toolset_tools=len(index),
+                )
 
 
 """One per process, shared by every worker the plugin configures."""
