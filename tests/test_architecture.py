@@ -192,3 +192,54 @@ def test_modules_stay_small() -> None:
         assert lines <= 500, f"{path.relative_to(PACKAGE)} has {lines} lines"
     workflow = PACKAGE / "temporal" / "workflow" / "agent_workflow.py"
     assert len(workflow.read_text().splitlines()) <= 450
+
+
+FLOORS = {
+    "contract": 0,
+    "models": 1,
+    "mcp": 1,
+    "environments": 1,
+    "engine": 2,
+    "agent": 3,
+    "": 4,  # durable_agent/__init__.py: the core's public API (`durable_agent.Agent`, ...)
+    "temporal": 5,
+    "testing": 6,
+    "evals": 7,
+    "inbox": 8,
+    "cli": 9,
+}
+"""The floors of docs/architecture.md (issue 37): the contract (the shared nouns) at the
+bottom; the model providers, MCP toolsets and environments on it, each importing only the
+contract; the engine (nodes, runner, controller, loop); the agent (Agent, AgentBuilder, the
+in-process driver); the Temporal integration; the test kit and evals; the front ends."""
+
+
+def _floor_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else ""
+
+
+def test_every_package_has_a_floor() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages <= set(FLOORS), f"packages without a floor: {packages - set(FLOORS)}"
+
+
+def test_each_floor_imports_only_the_floors_below_it() -> None:
+    """A module imports its own package and the floors below it, never a floor beside it
+    (models do not import mcp, engine does not import agent) or above it."""
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        own = relative.parts[0] if len(relative.parts) > 1 else ""
+        for name in imported(path):
+            other = _floor_of(name)
+            if other == own:
+                continue
+            assert FLOORS[other] < FLOORS[own], (
+                f"{relative} (floor {own or 'durable_agent'}) imports {name} (floor "
+                f"{other or 'durable_agent'}): arrows point down only"
+            )
+
+
+def test_no_import_is_placed_late_to_dodge_a_circle() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        assert "noqa: E402" not in path.read_text(), f"{path.relative_to(PACKAGE)}"
