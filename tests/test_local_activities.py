@@ -34,6 +34,8 @@ from .temporal_support import (
 )
 
 LOCAL = AgentActivityConfig(local_activities=("prepare_model_request", "validate_output"))
+ACTIVITIES = AgentActivityConfig(inline_quick_nodes=False)
+"""The quick nodes as activities (not inline in the workflow, the default where pure)."""
 
 
 def scheduled(history: WorkflowHistory) -> list[str]:
@@ -127,10 +129,13 @@ def test_one_node_name_is_read_as_one_node_and_local_options_keep_only_what_they
 # -- on a server -----------------------------------------------------------------------------
 
 
-async def test_local_nodes_give_the_same_run_with_two_tasks_fewer(client: Client) -> None:
+async def test_local_or_inline_quick_nodes_give_the_same_run_with_fewer_tasks(
+    client: Client,
+) -> None:
     hosted = {
-        "activities": deploying_agent(CallLog()),
+        "activities": deploying_agent(CallLog(), ACTIVITIES),
         "local": deploying_agent(CallLog(), LOCAL),
+        "inline": deploying_agent(CallLog()),  # the default: pure quick nodes run inline
     }
     names = {kind: registration.agent.name for kind, registration in hosted.items()}
     runs: dict[str, Any] = {}
@@ -145,13 +150,18 @@ async def test_local_nodes_give_the_same_run_with_two_tasks_fewer(client: Client
             checkpoints = await handle.query(AgentWorkflow.checkpoints)
             runs[kind] = (result, checkpoints, await handle.fetch_history())
     (regular, regular_marks, regular_history) = runs["activities"]
-    (local, local_marks, local_history) = runs["local"]
-    assert (local.output, local.status, local.run_step) == (
-        regular.output,
-        regular.status,
-        regular.run_step,
-    )
-    assert [c.node for c in local_marks.checkpoints] == [c.node for c in regular_marks.checkpoints]
+    for kind in ("local", "inline"):
+        (other, other_marks, _) = runs[kind]
+        assert (other.output, other.status, other.run_step, other.usage) == (
+            regular.output,
+            regular.status,
+            regular.run_step,
+            regular.usage,
+        )
+        assert [c.node for c in other_marks.checkpoints] == [
+            c.node for c in regular_marks.checkpoints
+        ]
+    local_history, inline_history = runs["local"][2], runs["inline"][2]
     assert scheduled(regular_history) == [
         "prepare_model_request",
         "model_request",
@@ -160,17 +170,19 @@ async def test_local_nodes_give_the_same_run_with_two_tasks_fewer(client: Client
         "validate_output",
     ]
     assert scheduled(local_history) == ["model_request", "tool_call", "model_request"]
+    assert scheduled(inline_history) == ["model_request", "tool_call", "model_request"]
     assert local_markers(local_history) == 2
-    assert local_markers(regular_history) == 0
+    assert local_markers(regular_history) == local_markers(inline_history) == 0
     workflow_tasks = [
         sum(1 for e in h.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
-        for h in (regular_history, local_history)
+        for h in (regular_history, local_history, inline_history)
     ]
     assert workflow_tasks[1] < workflow_tasks[0], workflow_tasks
-    # a replayer configured either way replays both
-    for activities in (AgentActivityConfig(), LOCAL):
+    assert workflow_tasks[2] <= workflow_tasks[1], workflow_tasks
+    # a replayer configured any way replays all three as they ran
+    for activities in (ACTIVITIES, LOCAL, AgentActivityConfig()):
         agents = [AgentRegistration(h.agent, activities) for h in hosted.values()]
-        for history in (regular_history, local_history):
+        for history in (regular_history, local_history, inline_history):
             await new_replayer(agents=agents).replay_workflow(history)
 
 
@@ -180,7 +192,7 @@ async def test_a_waiting_run_keeps_its_kind_when_the_option_changes(
 ) -> None:
     log = CallLog()
     before, after = (
-        (LOCAL, AgentActivityConfig()) if started_local else (AgentActivityConfig(), LOCAL)
+        (LOCAL, ACTIVITIES) if started_local else (ACTIVITIES, LOCAL)
     )
     first = deploying_agent(log, before)
     name = first.agent.name
@@ -216,3 +228,29 @@ async def test_a_waiting_run_keeps_its_kind_when_the_option_changes(
         ]
     assert local_markers(history) == 1
     await new_replayer(agents=[changed]).replay_workflow(history)
+
+
+async def test_quick_nodes_that_run_the_users_code_stay_activities(client: Client) -> None:
+    """Dynamic instructions and output validators may do I/O: their nodes are activities,
+    whose results history keeps, even where pure quick nodes run inline."""
+
+    def instructions(ctx: Any) -> str:
+        return "Be brief."
+
+    def checked(value: str) -> str:
+        return value
+
+    model = TestModel.with_responses([text_response("done")])
+    agent = (
+        AgentBuilder(model)
+        .name(unique("dynamic"))
+        .instructions(instructions)
+        .output_validator(checked)
+        .build()
+    )
+    async with new_worker(client, agents=[agent]) as worker:
+        handle = await start_agent(client, worker, agent.name, "go")
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.output == "done"
+    assert scheduled(history) == ["prepare_model_request", "model_request", "validate_output"]

@@ -106,6 +106,16 @@ class AgentActivityConfig:
     to the workflow (the first delta goes at once). Each batch is one signal and a workflow
     task in history (~4 events, ~0.5 kB), so this trades how smoothly text appears against
     how fast history grows while the model writes."""
+    inline_quick_nodes: bool = True
+    """Run `prepare_model_request` and `validate_output` in the workflow itself when they are
+    pure for this agent (instructions a string or none; no output validators: then they only
+    assemble the request and parse the answer, work a replay redoes exactly), instead of as
+    activities: a one-step run then costs one activity, as a hand-written workflow's does.
+    The Web UI shows the model and tool activities only. A run records that it inlines (a
+    patch marker) and keeps doing so, so runs recorded before replay as they ran; like any
+    new command, a run started this way cannot be replayed by a worker of an earlier
+    release (drain those, or pin runs with Worker Deployments). A node listed in
+    `local_activities` runs as one; False keeps both nodes activities."""
     local_activities: tuple[LocalNode, ...] = ()
     """Nodes that run as local activities (`prepare_model_request`, `validate_output`): on
     the worker that runs the workflow task, recorded as a marker, without a task of their

@@ -27,6 +27,7 @@ from durable_agent import (
 )
 from durable_agent.contract.environment import EnvironmentChange
 from durable_agent.contract.toolsets import ToolsetListing
+from durable_agent.engine import nodes
 from durable_agent.engine.ids import uuid4_text
 from durable_agent.engine.node_io import (
     ListToolsInput,
@@ -98,6 +99,8 @@ that never scheduled a second member's activity replays them as it recorded them
 
 
 LOCAL_PATCH_PREFIX = "durable-agent-local-"
+INLINE_PATCH_PREFIX = "durable-agent-inline-"
+"""Marks a run whose quick node runs in the workflow itself (`inline_quick_nodes`)."""
 """With the node's name: marks the runs whose `prepare_model_request` / `validate_output`
 run as local activities (`AgentActivityConfig.local_activities`). A run decides once per
 node, at the node's first run, and the marker keeps that decision on every replay, whatever
@@ -219,6 +222,7 @@ class ActivityNodeRunner:
         self._chain: tuple[Model, ...] | None = None
         self._limited: tuple[str, ModelQuota] | tuple[()] | None = None
         self._local: dict[LocalNode, bool] = {}
+        self._inline: dict[LocalNode, bool] = {}
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
         """A child workflow per call (`workflow.subagents`), started by the workflow's
@@ -229,6 +233,27 @@ class ActivityNodeRunner:
     def digest_of(self, messages: list[ModelMessage]) -> str:
         """The digest of the whole conversation so far (for continue-as-new)."""
         return self.packer.digest_of(messages)
+
+    def _runs_inline(self, node: LocalNode) -> bool:
+        """Whether this run's `node` runs in the workflow itself: when it is pure for the
+        run's agent and the config allows it, decided at its first call and recorded (a
+        patch marker), so a replay decides the same whatever the replaying worker's
+        settings and runs recorded before keep their activities."""
+        inline = self._inline.get(node)
+        if inline is None:
+            patch = INLINE_PATCH_PREFIX + node
+            agent = self.agent
+            if node == "prepare_model_request":
+                pure = agent.instructions is None or isinstance(agent.instructions, str)
+            else:
+                pure = not agent.output_validators
+            config = self.config
+            if pure and config.inline_quick_nodes and node not in config.local_activities:
+                inline = workflow.patched(patch)
+            else:
+                inline = workflow.unsafe.is_replaying_history_events() and workflow.patched(patch)
+            self._inline[node] = inline
+        return inline
 
     def _runs_locally(self, node: LocalNode) -> bool:
         """Whether this run's `node` is a local activity: decided at its first call, and
@@ -256,6 +281,8 @@ class ActivityNodeRunner:
         )
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
+        if self._runs_inline("prepare_model_request"):
+            return await nodes.prepare_model_request(self.agent, input)
         request: ModelRequest = await self._quick(
             "prepare_model_request",
             PrepareActivityInput(agent=self.name, input=input, overrides=self.overrides),
@@ -439,6 +466,8 @@ class ActivityNodeRunner:
         return merged
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
+        if self._runs_inline("validate_output"):
+            return await nodes.validate_output(self.agent, input)
         validated: _OutputOutcomeResult = await self._quick(
             "validate_output",
             ValidateOutputActivityInput(agent=self.name, input=input),
