@@ -1,12 +1,13 @@
 """Runs started by the previous release finish after the worker is upgraded to today's code.
 
 A worker of an earlier release (v0.1.0 at commit ad71c7d, v0.2.0 at 754ebe6, the library
-layout, and v0.3.0 at 6019c80; each tree extracted with `git archive`, run as its own
-`worker.py`) starts three runs: one waiting for approval, one suspended at a boundary after
-its tools ran, one in the middle of a tool call. The worker is SIGKILLed, a
-worker of today's tree takes over, and each run is approved, resumed or released. Every run
-completes with its output, no workflow task fails (today's code replays what the release
-recorded), and no model request or tool call that completed before the upgrade runs again.
+layout, v0.3.0 at 6019c80, and 80075cc, the last commit before the 0.4 layout; each tree
+extracted with `git archive`, run as its own `worker.py`) starts three runs: one waiting
+for approval, one suspended at a boundary after its tools ran, one in the middle of a tool
+call. The worker is SIGKILLed, a worker of today's tree takes over, and each run is
+approved, resumed or released. Every run completes with its output, no workflow task fails
+(today's code replays what the release recorded), and no model request or tool call that
+completed before the upgrade runs again.
 """
 
 from __future__ import annotations
@@ -38,11 +39,19 @@ from .record_release_histories import (
 )
 from .temporal_support import unique
 
-RELEASES = {"v0.1.0": "ad71c7d", "v0.2.0": "754ebe6", "v0.3.0": "6019c80"}
+RELEASES = {
+    "v0.1.0": "ad71c7d",
+    "v0.2.0": "754ebe6",
+    "v0.3.0": "6019c80",
+    "v0.3.x-tip": "80075cc",
+}
 """Earlier releases by their commits: v0.1.0 the last commit before the move to
 durable_agent.temporal, v0.2.0 the one-package library (whose activity inputs and results
 were still written whole), v0.3.0 the last before the workflow was split into components
-(one process-wide registry; packed payloads)."""
+(one process-wide registry; packed payloads), and v0.3.x-tip (80075cc) the last commit
+before the 0.4 layout (issue 37: contract/engine/agent floors, typed stream records, one
+approval decision). 80075cc was never tagged, but users ran it: its runs left mid-flight
+are what the reorganised workflow must replay and finish, so it is tested as a release."""
 
 
 @pytest.fixture(scope="session", params=sorted(RELEASES))
