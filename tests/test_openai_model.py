@@ -509,7 +509,9 @@ async def test_invalid_setting_is_the_servers_400(server: FakeOpenAIServer) -> N
     assert not caught.value.retryable
     assert caught.value.message == (
         "Invalid 'temperature': decimal above maximum value. "
-        "Expected a value <= 2, but got 3 instead."
+        "Expected a value <= 2, but got 3 instead. (HTTP 400: the provider refused the "
+        "request as invalid: fix what it names (model settings, tool schemas or the "
+        "conversation) and run again)"
     )
     assert server.pending == 1
 
@@ -646,7 +648,7 @@ async def test_400_is_not_retryable_and_carries_the_servers_message(
 
     error = caught.value
     assert isinstance(error.__cause__, openai.BadRequestError)
-    assert error.message == reply.message
+    assert error.message.startswith(f"{reply.message} (HTTP 400: ")  # the server's, the fix
     assert error.status_code == 400
     assert not error.retryable
     assert error.model_name == MODEL

@@ -249,7 +249,7 @@ async def test_bad_request_fails_the_workflow_on_the_first_attempt(
         e for e in chain if isinstance(e, ApplicationError) and e.type == "model_http_error"
     ]
     assert failures, f"no model_http_error in {chain!r}"
-    assert failures[0].message == reply.message
+    assert failures[0].message.startswith(f"{reply.message} (HTTP 400: ")
     assert failures[0].non_retryable
     assert len(server.requests) == 1
     assert server.pending == 1

@@ -171,11 +171,14 @@ def status_error(
     key_variable: str,
     body: Any = None,
     headers: Mapping[str, str] | None = None,
-    explain: bool = True,
+    retryable: bool | None = None,
 ) -> ModelHTTPError:
-    """The provider's error as ours, its message followed (with `explain`) by what to do
-    about it: 408, 409, 429, 5xx (Anthropic's 529 "overloaded" included) are retryable and
-    keep the server's Retry-After; the other 4xx are not, and say which fix they need."""
+    """The provider's error as ours. 408, 409, 429, 5xx (Anthropic's 529 "overloaded"
+    included) are retryable (unless `retryable` says otherwise, as OpenAI's x-should-retry
+    may) and keep the server's Retry-After and text; the other 4xx fail the run, so their
+    message is all the user gets: the server's text, then the status and the fix it needs
+    (`... (HTTP 401: the API key was refused: set a valid OPENAI_API_KEY ...)`). One rule
+    for every provider, so a wrong key reads the same whichever model met it."""
     hint = {
         400: "the provider refused the request as invalid: fix what it names (model settings, "
         "tool schemas or the conversation) and run again",
@@ -186,15 +189,21 @@ def status_error(
         413: "the request is too large: shorten the conversation (a history processor) or "
         "the tool results",
     }.get(status or 0)
-    if not explain:
-        hint = None
-    return ModelHTTPError(
-        f"{message} ({hint})" if hint else message,
+    error = ModelHTTPError(
+        message,
         status_code=status,
         model_name=model,
         body=body,
         retry_after=parse_retry_after(headers) if headers is not None else None,
     )
+    if retryable is not None:
+        error.retryable = retryable
+    if not error.retryable and status is not None:
+        error.message = (
+            f"{message} (HTTP {status}: {hint})" if hint else f"{message} (HTTP {status})"
+        )
+        error.args = (error.message,)
+    return error
 
 
 _TOOL_ID_INVALID = re.compile(r"[^a-zA-Z0-9_-]")

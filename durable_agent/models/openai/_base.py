@@ -30,8 +30,6 @@ class OpenAIBase(SDKModel[AsyncOpenAI]):
     base_url_variable = "OPENAI_BASE_URL"
     what = "a response"
     """What a 200 answer should be, for the message when it is not."""
-    explains_errors = True
-    """Whether an error's message ends with the fix it needs (`status_error`)."""
 
     def __init__(
         self,
@@ -103,17 +101,14 @@ class OpenAIBase(SDKModel[AsyncOpenAI]):
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             message = body["message"]
         headers = error.response.headers
-        mapped = status_error(
+        # OpenAI's explicit hint overrides the status-based guess, as the SDK itself does.
+        should_retry = (headers.get("x-should-retry") or "").strip().lower()
+        return status_error(
             self._model_name,
             error.status_code,
             message,
             key_variable=self.key_variable,
             body=body,
             headers=headers,
-            explain=self.explains_errors,
+            retryable=should_retry == "true" if should_retry in ("true", "false") else None,
         )
-        # OpenAI's explicit hint overrides the status-based guess, as the SDK itself does.
-        should_retry = (headers.get("x-should-retry") or "").strip().lower()
-        if should_retry in ("true", "false"):
-            mapped.retryable = should_retry == "true"
-        return mapped

@@ -129,7 +129,6 @@ class OpenAIChatModel(OpenAIBase):
     """
 
     what = "a chat completion"
-    explains_errors = False
 
     def __init__(
         self,
