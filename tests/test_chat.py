@@ -1,5 +1,7 @@
 """`durable-agent chat` on a real dev server: prompts from stdin, answers (streamed when
-the model streams) on stdout, approvals asked inline, reattaching with --id."""
+the model streams) on stdout, approvals asked inline (nothing decided without an answer:
+a bare Enter asks again, end of input leaves the call waiting), reattaching with --id, and
+an agent no worker hosts said so."""
 
 from __future__ import annotations
 
@@ -148,3 +150,60 @@ async def test_chat_streams_the_answer(
         )
     assert code == 0, err
     assert out.splitlines() == ["assistant> Hello to you"]
+
+
+# -- nothing decided without an answer ---------------------------------------------------
+
+
+async def test_chat_leaves_the_call_waiting_at_ctrl_d_and_asks_again_at_a_bare_enter(
+    client: Client,
+    dev_server: DevServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name = unique("chat-undecided")
+    agent = echo_agent(name, Echo())
+    async with new_worker(client, agents=[agent]) as worker:
+        queue = worker.task_queue
+        # A bare Enter at the approval question asks again; end of input (Ctrl-D) leaves.
+        monkeypatch.setattr("sys.stdin", io.StringIO("deploy\n\n"))
+        capsys.readouterr()
+        code = await asyncio.wait_for(
+            amain(["chat", name, "--address", dev_server.address, "--task-queue", queue]), 60
+        )
+        err = capsys.readouterr().err
+        agents = AgentClient(client, task_queue=queue)
+        session_id = err.split("session ", 1)[1].split(" ", 1)[0]
+        view = await agents.get(session_id).status()
+        await agents.get(session_id).handle.terminate("test done")
+    assert code == 0, err
+    assert err.count("needs approval") == 2, err
+    assert "is still waiting for a decision: durable-agent approve" in err
+    assert "denied" not in err
+    assert view.status == "waiting"
+    assert [p.decided for p in view.pending_approvals] == [False]
+
+
+async def test_chat_with_an_unknown_agent_says_so(
+    client: Client, dev_server: DevServer, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    async with new_worker(client) as worker:
+        monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+        capsys.readouterr()
+        code = await asyncio.wait_for(
+            amain(
+                [
+                    "chat",
+                    unique("nobody"),
+                    "--address",
+                    dev_server.address,
+                    "--task-queue",
+                    worker.task_queue,
+                ]
+            ),
+            60,
+        )
+        err = capsys.readouterr().err
+    assert code == 1
+    assert "is failed: unknown_agent: no agent named" in err

@@ -24,10 +24,17 @@ from temporalio.client import Client
 from durable_agent import AgentBuilder, CallDeferred, TestModel, ToolReturnPart
 from durable_agent.cli.app import amain
 from durable_agent.engine.spec import AgentSpec
-from durable_agent.temporal import AgentClient, AgentWorkflow, AgentWorkflowInput, ApprovalSignal
+from durable_agent.temporal import (
+    AgentClient,
+    AgentWorkflow,
+    AgentWorkflowInput,
+    ApprovalSignal,
+    DurableAgentPlugin,
+)
 from durable_agent.temporal.client import list_query
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.markdown import literal
+from durable_agent.temporal.storage import external_storage_from_env
 
 from .cli_support import Cli, cli_runner
 from .helpers import CallLog, call, text_response, tool_response
@@ -614,3 +621,38 @@ async def test_durable_agent_worker_serves_a_run(
     assert result.output == "finished after the slow tool", log.read_text()
     assert code == 0, log.read_text()
     assert '"worker started"' in log.read_text()
+
+
+async def test_status_of_a_run_with_a_large_payload_finds_the_dev_stack_storage(
+    dev_server: DevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The dev stack keeps payloads over 64 KiB in .temporal/payloads; the CLI run from the
+    same folder reads them without DURABLE_AGENT_STORAGE, and elsewhere says what to set."""
+    monkeypatch.delenv("DURABLE_AGENT_STORAGE", raising=False)
+    payloads = tmp_path / "stack" / ".temporal" / "payloads"
+    payloads.mkdir(parents=True)
+    storage = external_storage_from_env({"DURABLE_AGENT_STORAGE": f"file://{payloads}"})
+    stored = await Client.connect(
+        dev_server.address, plugins=[DurableAgentPlugin(external_storage=storage)]
+    )
+    name = unique("big-status")
+    big = "y" * 100_000
+    agent = AgentBuilder(TestModel.with_text(big)).name(name).build()
+    async with new_worker(stored, agents=[agent]) as worker:
+        run = await AgentClient(stored, task_queue=worker.task_queue).start(name, "go")
+        await run.result()
+        argv = ["status", run.id, "--json", "--address", dev_server.address]
+        monkeypatch.chdir(tmp_path / "stack")
+        capsys.readouterr()
+        found = await amain(argv)
+        found_out = capsys.readouterr().out
+        monkeypatch.chdir(tmp_path)
+        missing = await amain(argv)
+        missing_err = capsys.readouterr().err
+    assert found == 0
+    assert big in found_out
+    assert missing == 1
+    assert "set DURABLE_AGENT_STORAGE as the worker has it" in missing_err

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 
 from durable_agent import AgentBuilder, CallDeferred, TestModel
 from durable_agent.engine.spec import AgentSpec
@@ -36,7 +36,7 @@ from durable_agent.temporal.devserver import DevServer
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import deploy_agent as shared_deploy_agent
-from .temporal_support import new_worker, unique
+from .temporal_support import new_worker, start_agent, unique, wait_for_status
 from .temporal_support import text_agent as shared_text_agent
 
 TEXT_RUN_NODES = [
@@ -360,3 +360,51 @@ async def test_connect_reads_the_environment(
     monkeypatch.setenv("DURABLE_AGENT_ENCRYPTION_KEYS", "not a key")
     with pytest.raises(AgentRunError):
         await AgentClient.connect()
+
+
+# -- runs ended from outside: cancelled, terminated -----------------------------------------
+
+
+async def test_cancel_clears_the_waiting_search_attributes(client: Client) -> None:
+    name = unique("cancel")
+    model = TestModel.with_responses([tool_response(call("scale", "c1", replicas=1))])
+
+    def scale(replicas: int) -> str:
+        return str(replicas)
+
+    agent = AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
+    async with new_worker(client, agents=[agent]) as worker:
+        handle = await start_agent(client, worker, name, "go")
+        await wait_for_status(handle, "waiting")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 20)
+        description = await handle.describe()
+    attributes = description.typed_search_attributes
+    values = {pair.key.name: pair.value for pair in attributes}
+    assert values["AgentStatus"] == "cancelled"
+    assert values["PendingApprovals"] == 0
+
+
+async def test_status_of_a_terminated_run_reports_its_real_end(client: Client) -> None:
+    """Terminate cannot run workflow code, so the run's own state still says waiting."""
+    name = unique("terminate")
+    model = TestModel.with_responses([tool_response(call("scale", "c1", replicas=1))])
+
+    def scale(replicas: int) -> str:
+        return str(replicas)
+
+    agent = AgentBuilder(model).name(name).tool(scale).approval_required_tools(["scale"]).build()
+    async with new_worker(client, agents=[agent]) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        run = await agents.start(name, "go")
+        await wait_for_status(run.handle, "waiting")
+        await run.handle.terminate("ops cleanup")
+        raw = await run.handle.query(AgentWorkflow.status)
+        view = await run.status()
+        listed = [r.workflow_id async for r in agents.list(status="waiting", agent=name)]
+    assert raw.status == "waiting", "the workflow's own view cannot know"
+    assert view.status == "failed"
+    assert view.error == "terminated: the workflow was terminated"
+    assert view.pending_approvals == []
+    assert listed == []

@@ -1,5 +1,5 @@
-"""The documentation site builds without a warning, and the README's example runs as written
-(issue 25, item 8)."""
+"""The documentation site builds without a warning, the README's example runs as written
+(issue 25, item 8), and the docs name the library's defaults as they are."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from durable_agent import UsageLimits
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -78,3 +80,9 @@ def test_the_readme_links_to_pages_that_exist() -> None:
     pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
     assert pages == set(nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]))
     assert len(README.read_text().splitlines()) < 120, "the README is the landing page"
+
+
+def test_the_docs_name_the_default_request_limit() -> None:
+    limit = UsageLimits().request_limit
+    assert limit == 50
+    assert f"UsageLimits(request_limit={limit})" in (ROOT / "docs" / "runtime.md").read_text()

@@ -544,6 +544,23 @@ def test_generate_key_command() -> None:
     assert generate_key() != generate_key()
 
 
+@pytest.mark.server
+def test_generate_key_needs_no_cryptography_package() -> None:
+    """`./scripts/dev`'s venv used to lack `cryptography`, and generate-key failed there."""
+    probe = (
+        "import sys; sys.modules['cryptography'] = None\n"
+        "from durable_agent.temporal.encryption import main, parse_keys\n"
+        "main(['generate-key', '--id', 'k1'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    key_id, _, secret = out.stdout.strip().partition(":")
+    assert key_id == "k1"
+    assert len(base64.b64decode(secret)) == 32
+
+
 # -- the Web UI, through the codec server ------------------------------------------------------
 
 

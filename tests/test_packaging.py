@@ -1,5 +1,6 @@
 """`pip install -e .` (what `./scripts/dev` and `./scripts/test` run) prints no setuptools
-banner (issue 38, item 18).
+banner (issue 38, item 18), and building the wheel prints no deprecation of the project's
+license metadata.
 
 setuptools installs a flat-layout project in editable mode through an import finder of its
 own unless the layout is declared (`package-dir = {"" = "."}`), and prints a
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -73,3 +75,23 @@ def test_the_editable_install_prints_no_banner(tmp_path: Path) -> None:
         env=env,
     ).stdout.strip()
     assert found == str(source.resolve() / "durable_agent" / "__init__.py")
+
+
+def test_building_the_package_prints_no_license_deprecation(tmp_path: Path) -> None:
+    """setuptools warned that `license = { text = ... }` is deprecated on every install."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        REPO,
+        source,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".temporal", "build", "*.egg-info"),
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path / "dist", source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "project.license" not in out.stdout + out.stderr
+    assert "License classifiers are deprecated" not in out.stdout + out.stderr

@@ -1,5 +1,6 @@
 """Sessions: a run that waits for its next prompt after each turn and keeps the whole
-conversation, across continue-as-new, until `end_session` or its idle timeout."""
+conversation, across continue-as-new, until `end_session` or its idle timeout (one out of
+range fails the run at its start, and the `status` query still answers)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 import pytest
 import structlog
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from durable_agent import (
     AgentBuilder,
@@ -19,6 +21,7 @@ from durable_agent import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    TestModel,
     ToolReturnPart,
     UserPromptPart,
 )
@@ -228,3 +231,32 @@ async def test_in_process_turns_go_on_through_one_controller() -> None:
 def _quiet() -> Iterator[None]:
     with structlog.testing.capture_logs():
         yield
+
+
+@pytest.mark.parametrize("idle", [-5, 0, 1e18])
+async def test_an_idle_timeout_out_of_range_fails_the_run_and_the_status_query_answers(
+    client: Client, idle: float
+) -> None:
+    name = unique("idle-range")
+    agent = AgentBuilder(TestModel.with_text("hi")).name(name).build()
+    async with new_worker(client, agents=[agent]) as worker:
+        agents = AgentClient(client, task_queue=worker.task_queue)
+        with pytest.raises(InvalidInput, match="idle_timeout_seconds"):
+            await agents.start(name, "", session=True, idle_timeout_seconds=idle)
+        handle = await client.start_workflow(
+            "AgentWorkflow",
+            {"agent": name, "prompt": "", "session": True, "idle_timeout_seconds": idle},
+            id=unique("idle-range"),
+            task_queue=worker.task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 30)
+        view = await agents.get(handle.id).status()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "invalid_input"
+    assert "idle_timeout_seconds" in cause.message
+    assert view.status == "failed"
+    assert view.session is not None
+    assert view.session.idle_expires_at is None
+    assert not view.session.awaiting_prompt

@@ -573,7 +573,7 @@ async def test_in_process_resuming_a_parent_suspended_inside_its_sub_agent_resum
     assert returned["c1"].content == "Tides follow the moon."
 
 
-# -- hardening 4: cancellation, calls of one id, usage as it goes ------------------------------
+# -- cancellation, calls of one id, usage as it goes -------------------------------------------
 
 
 def _scheduled(history: Any, activity: str) -> int:

@@ -2,9 +2,9 @@
 
 The live view is tested through a real terminal (tmux): the text appears while the model
 writes it, and the command to approve shows when the run waits. The rest runs the CLI
-in-process (`amain`), as tests/test_cli.py does: --json, the plain-line output, bad input
-and its exit codes, and checkpoints of a run that continued as new, also after retention
-deleted one of its runs.
+in-process (`amain`), as tests/test_cli.py does: --json, the plain-line output (steering
+messages included), bad input and its exit codes, and checkpoints of a run that continued
+as new, also after retention deleted one of its runs.
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import AgentBuilder, ModelResponse, TestModel, TextPart, ToolCallPart
+from durable_agent.cli.app import amain
 from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from durable_agent.temporal.devserver import DevServer, temporal_cli
 
 from .cli_support import Cli, cli_runner
-from .temporal_support import fast_activity, new_worker, unique
+from .helpers import CallLog
+from .temporal_support import deploy_agent as shared_deploy_agent
+from .temporal_support import fast_activity, new_worker, unique, wait_for_status
 
 LONG_TEXT = (
     "I looked at the release notes and the error budget, and everything says it is safe "
@@ -333,3 +336,25 @@ async def test_watch_in_a_terminal_shows_text_as_it_streams_and_the_approval_com
     assert "completed" in done
     assert "output: Deployed to prod." in done
     assert "approved by alice" in done
+
+
+async def test_watch_shows_steering_messages(
+    client: Client, dev_server: DevServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = shared_deploy_agent(CallLog(), "watch-steer")
+    name = spec.name
+    async with new_worker(client, agents=[spec]) as worker:
+        queue = worker.task_queue
+        agents = AgentClient(client, task_queue=queue)
+        run = await agents.start(name, "ship")
+        await wait_for_status(run.handle, "waiting")
+        await run.steer("also check Rome")
+        await run.approve("d1", by="alice")
+        await run.result()
+        capsys.readouterr()
+        code = await amain(
+            ["watch", run.id, "--address", dev_server.address, "--task-queue", queue]
+        )
+        out = capsys.readouterr().out
+    assert code == 0
+    assert "steered: also check Rome" in out

@@ -1,9 +1,11 @@
-"""What `./scripts/dev` and `./scripts/test` say is true (issue 38, item 18): the worker's
-`toolsets ready` line counts an agent's tools, and the README says how long the suite takes.
-The editable-install banner is checked in `test_packaging.py`."""
+"""What `./scripts/dev` and `./scripts/test` say is true (issue 38, item 18), and what they
+install is what the docs use: the worker's `toolsets ready` line counts an agent's tools, the
+README says how long the suite takes, and `./scripts/dev` installs the extras the README's
+commands need. The editable-install banner is checked in `test_packaging.py`."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -97,3 +99,13 @@ def test_the_readme_says_how_long_the_suite_takes_and_keeps_its_two_commands() -
     assert "about 30 minutes on 2 cores" in two
     assert 'pytest -m "not server"' in two
     assert "under a minute" in two
+
+
+def test_scripts_dev_installs_the_extras_the_readme_uses() -> None:
+    """The dev stack's worker serves the example agents on any provider the docs name
+    (DURABLE_AGENT_MODEL), the inbox, MCP tools, encryption and OTLP traces."""
+    script = (ROOT / "scripts" / "dev").read_text()
+    installed = re.search(r"pip install -q -e '\.\[([a-z0-9,]+)\]'", script)
+    assert installed is not None, script
+    extras = set(installed.group(1).split(","))
+    assert {"openai", "anthropic", "crypto", "inbox", "mcp", "otel"} <= extras
