@@ -44,7 +44,7 @@ from ..contract.messages import (
 from ..contract.tools import ToolContext
 from ..contract.toolsets import ToolsetListing, ToolsetResult, ToolsetTool
 from ..environments import EnvironmentHost, default_host
-from ..models.base import DeltaSink
+from ..models.base import DeltaSink, Model
 from . import telemetry
 from .node_io import (
     ListToolsInput,
@@ -134,16 +134,21 @@ async def model_request(
     streaming model is asked for the whole response at once, so streaming off costs nothing."""
     messages = agent.process_history(input.messages)
     params = agent.request_parameters(input.toolset_tools)
-    model = agent.model
-    with telemetry.chat_span(
-        agent.name, model.model_name, model.provider, messages, settings=params.settings
-    ) as span:
-        if on_delta is not None and model.streams:
-            response = await model.request_stream(messages, params, on_delta)
-        else:
-            response = await model.request(messages, params)
-        response = price_response(response, model, input.timestamp)
-        span.record(response)
+
+    async def ask(model: Model) -> ModelResponse:
+        # Per model asked: a `FallbackModel` asks its members through here, one span each.
+        with telemetry.chat_span(
+            agent.name, model.model_name, model.provider, messages, settings=params.settings
+        ) as span:
+            if on_delta is not None and model.streams:
+                response = await model.request_stream(messages, params, on_delta)
+            else:
+                response = await model.request(messages, params)
+            response = price_response(response, model, input.timestamp)
+            span.record(response)
+        return response
+
+    response = await agent.model.answer(ask)
     return replaced(
         response,
         parts=unique_tool_call_ids(response.parts, input.run_step + 1),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -96,3 +96,10 @@ class Model(ABC):
         """The same request, with its text and thinking handed to `on_delta` as they are
         produced; returns the whole response, as `request` does."""
         return await self.request(messages, params)
+
+    async def answer(self, ask: Callable[[Model], Awaitable[ModelResponse]]) -> ModelResponse:
+        """`ask(model)` for each model that answers a request of this one: this model
+        itself; a `FallbackModel` its members, in order, until one answers. The engine asks
+        through it so that what it records of a request (the `chat {model}` span, the
+        price) is the member's that was asked, not a chain's."""
+        return await ask(self)

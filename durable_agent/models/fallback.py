@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import structlog
 
@@ -102,26 +102,28 @@ class FallbackModel(Model):
     async def request(
         self, messages: list[ModelMessage], params: ModelRequestParameters
     ) -> ModelResponse:
-        return await self._ask(messages, params, None)
+        return await self.answer(lambda model: model.request(messages, params))
 
     async def request_stream(
         self, messages: list[ModelMessage], params: ModelRequestParameters, on_delta: DeltaSink
     ) -> ModelResponse:
-        return await self._ask(messages, params, on_delta)
+        return await self.answer(
+            lambda model: (
+                model.request_stream(messages, params, on_delta)
+                if model.streams
+                else model.request(messages, params)
+            )
+        )
 
-    async def _ask(
-        self,
-        messages: list[ModelMessage],
-        params: ModelRequestParameters,
-        on_delta: DeltaSink | None,
-    ) -> ModelResponse:
+    async def answer(self, ask: Callable[[Model], Awaitable[ModelResponse]]) -> ModelResponse:
+        """`ask(member)` along the chain (or of the pinned member) until one answers; the
+        response says who did. Each member is asked by itself, so the engine's `chat` span
+        and price of each attempt are that member's (`chat claude-sonnet-4-5`, then
+        `chat gpt-5`), never the chain's name."""
         members = self._members()
         for position, (index, model) in enumerate(members):
             try:
-                if on_delta is not None and model.streams:
-                    response = await model.request_stream(messages, params, on_delta)
-                else:
-                    response = await model.request(messages, params)
+                response = await ask(model)
             except Exception as error:
                 if position + 1 == len(members) or not self.falls_back(error):
                     raise
