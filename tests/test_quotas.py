@@ -74,6 +74,45 @@ def test_the_window_keeps_a_sixth_of_a_minute_in_any_ten_seconds() -> None:
     assert granted[-1] >= 20  # 30 requests at 10 per 10 s
 
 
+def _simulate(window: QuotaWindow, count: int, duration: float) -> list[float]:
+    """Grant times of `count` requests that each take `duration` s, asked all at once."""
+    now, granted = 0.0, []
+    ends: list[tuple[float, float]] = []  # (when it ends, when it was granted)
+    while len(granted) < count:
+        for end in [e for e in ends if e[0] <= now]:
+            window.settle(end[0], end[1], 10, 10)
+            ends.remove(end)
+        wait = window.wait(now, 10)
+        if wait == 0:
+            window.grant(now, 10)
+            granted.append(now)
+            ends.append((now + duration, now))
+            continue
+        # on to the next thing that can make room: a request ending, or the wait
+        now = min([e[0] for e in ends] + ([now + wait] if wait else []))
+    return granted
+
+
+def test_an_ended_request_counts_from_when_it_was_sent() -> None:
+    """Issue 41: counted until it ended, a minute's requests took a minute plus their
+    durations; counted from its grant (as the provider counts it) they take the minute,
+    never more than the burst in any 10 s of sends, and a request in flight still counts."""
+    quota = ModelQuota(requests_per_minute=60)
+    by_end = _simulate(QuotaWindow(quota), 40, duration=3.0)
+    by_send = _simulate(QuotaWindow(quota, by_send=True), 40, duration=3.0)
+    for granted in (by_end, by_send):
+        for start in granted:
+            assert sum(1 for t in granted if start <= t < start + 10) <= 10
+    assert by_send[-1] < by_end[-1]
+    assert by_send[-1] <= 30 + 4 * 1.0  # 40 at 10 per 10 s: 30 s, a send margin each round
+    window = QuotaWindow(quota, by_send=True)
+    for _ in range(10):
+        window.grant(0.0, 10)
+    waiting = window.wait(15.0, 10)  # ten still in flight: they count in every span
+    assert waiting is not None
+    assert waiting > 0
+
+
 def test_a_token_estimate_uses_the_last_usage_it_has() -> None:
     from durable_agent import ModelRequest, ModelResponse, TextPart, UserPromptPart
     from durable_agent.contract.usage import Usage

@@ -705,17 +705,14 @@ async def test_a_decision_a_sub_agent_refuses_reaches_whoever_sent_it(
             {"tool_call_id": "p1", "approved": True, "override_arguments": {"title": 5}},
         )
 
-        async def first_refusal() -> Any:
-            async for streamed in run.stream():
-                if streamed.kind == "approval_refused":
-                    return streamed
-            return None
-
-        record = await asyncio.wait_for(first_refusal(), 30)
-        assert record.data.workflow_id == holder
-        assert "override_arguments for tool 'publish'" in record.data.reason
+        status = await _status_until(run.handle, lambda v: bool(v.refused_decisions))
+        (refusal,) = status.refused_decisions
+        assert refusal.workflow_id == holder
+        assert "override_arguments for tool 'publish'" in refusal.reason
         metadata = await run.handle.query("__temporal_workflow_metadata")
         assert "Refused approval signals" in metadata.current_details
+        shown = await cli("status", run.id)
+        assert f"p1 in {holder}: override_arguments for tool 'publish'" in shown.out
         approved = await cli("approve", run.id, "p1", "--by", "alice")
         assert approved.code == 0, approved.err
         result = await asyncio.wait_for(run.result(), 60)

@@ -208,6 +208,9 @@ def _view_lines(workflow_id: str, view: AgentStatusView) -> list[tuple[str, str]
         lines.append(("workspace", view.environment_ref))
     if view.quota_wait:
         lines.append(("quota wait", _quota_wait(view.quota_wait)))
+    for refused in view.refused_decisions:
+        where = f" in {refused.workflow_id}" if refused.workflow_id else ""
+        lines.append(("refused", f"{refused.tool_call_id}{where}: {refused.reason}"))
     if view.suspend_reason:
         resume = f"(resume: durable-agent resume {q(workflow_id)})"
         lines.append(("suspended", f"{view.suspend_reason}  {resume}"))

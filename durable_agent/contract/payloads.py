@@ -21,7 +21,6 @@ from .usage import Usage
 __all__ = [
     "PREVIEW_CHARS",
     "ApprovalDecidedData",
-    "ApprovalRefusedData",
     "ApprovalRequestedData",
     "AwaitingPromptData",
     "CallDeferredData",
@@ -358,18 +357,6 @@ class ApprovalDecidedData(RecordData):
         who = self.decided_by or "?"
         verdict = f"approved by {who}" if self.approved else f"denied by {who}: {self.reason}"
         return verdict if self.note is None else f"{verdict}; note: {self.note}"
-
-
-class ApprovalRefusedData(RecordData):
-    """An `approval` signal the run (or, when `workflow_id` is set, the sub-agent's
-    workflow that holds the call) refused: a signal cannot answer its sender, so this
-    record, the run's details and `watch` do."""
-
-    KIND = "approval_refused"
-    tool_call_id: str = ""
-    reason: str = ""
-    decided_by: str | None = None
-    workflow_id: str | None = omit_none()
 
 
 class DeferredResultData(RecordData):

@@ -29,7 +29,6 @@ from ._fields import omit_empty, omit_none
 from .payloads import (
     PREVIEW_CHARS,
     ApprovalDecidedData,
-    ApprovalRefusedData,
     ApprovalRequestedData,
     AwaitingPromptData,
     CallDeferredData,
@@ -69,7 +68,6 @@ __all__ = [
     "TERMINAL_KINDS",
     "AgentStreamRecord",
     "ApprovalDecidedData",
-    "ApprovalRefusedData",
     "ApprovalRequestedData",
     "AwaitingPromptData",
     "CallDeferredData",
@@ -128,7 +126,6 @@ StreamKind = Literal[
     "approval_requested",
     "call_deferred",
     "approval_decided",
-    "approval_refused",
     "deferred_result",
     "resumed",
     "run_cancelled",
@@ -157,7 +154,9 @@ class AgentStreamRecord(BaseModel):
     """One record of a run's stream. `data` is the payload class of its `kind`."""
 
     seq: int
-    kind: StreamKind
+    kind: StreamKind | str
+    """One of `StreamKind`; a kind a newer release added is kept as it is, its `data` a
+    plain `RecordData`, so a reader never breaks on a worker newer than itself."""
     run_id: str
     node: str | None = None
     data: SerializeAsAny[RecordData] = Field(default_factory=dict, validate_default=True)

@@ -118,10 +118,16 @@ def parse_quota(spec: str) -> tuple[str, ModelQuota]:
     return key, ModelQuota(**values)
 
 
+SEND_MARGIN = 1.0
+"""Seconds a request may take from its grant to the provider (the activity's dispatch):
+an ended request counts in each span for this much longer than from its grant."""
+
+
 @dataclass
 class _Grant:
     at: float
-    """When it was granted; once it ended, when it ended."""
+    """When it was granted (with `by_send`: kept when it ended; else, once it ended, when
+    it ended)."""
     tokens: int
     open: bool = True
     """Still in flight: it counts in every span until it ends, since the provider counts
@@ -142,6 +148,12 @@ class QuotaWindow:
     grants: list[_Grant] = field(default_factory=list)
     in_flight: int = 0
     paused_until: float = 0.0
+    by_send: bool = False
+    """Count an ended request in the spans from when it was sent (its grant, plus
+    `SEND_MARGIN`), as a provider counts it, not from when it ended: a minute's requests go
+    out in a minute, not in a minute plus their durations. While a request is in flight it
+    counts in every span (a retried attempt after a worker crash goes out under the same
+    grant). False: the keepers recorded before it count from the end."""
 
     def wait(self, now: float, tokens: int) -> float | None:
         """Seconds until a request estimated at `tokens` may go (0: now); None while only a
@@ -165,16 +177,20 @@ class QuotaWindow:
         """Seconds until the grants of the last `span` seconds leave room for `wanted`."""
         if limit is None:
             return 0.0
-        recent = [g for g in self.grants if g.open or g.at > now - span]
+        recent = [g for g in self.grants if g.open or self._since(g) > now - span]
         used = sum(cost(g) for g in recent)
         if used + wanted <= limit:
             return 0.0
-        # Ended ones leave the span in the order they ended; open ones only once they end.
-        for grant in sorted((g for g in recent if not g.open), key=lambda g: g.at):
+        # Ended ones leave the span in turn; open ones only once they end.
+        for grant in sorted((g for g in recent if not g.open), key=self._since):
             used -= cost(grant)
             if used + wanted <= limit:
-                return grant.at + span - now
+                return self._since(grant) + span - now
         return span
+
+    def _since(self, grant: _Grant) -> float:
+        """From when a grant counts in the spans."""
+        return grant.at + SEND_MARGIN if self.by_send and not grant.open else grant.at
 
     def grant(self, now: float, tokens: int) -> None:
         self.grants.append(_Grant(now, tokens))
@@ -187,16 +203,25 @@ class QuotaWindow:
         self.in_flight = max(0, self.in_flight - 1)
         for grant in self.grants:
             if grant.open and grant.at == granted_at and grant.tokens == estimated:
-                grant.at, grant.open = now, False
+                grant.open = False
+                if not self.by_send:
+                    grant.at = now
                 if used is not None:
                     grant.tokens = used
+                return
+
+    def sent(self, granted_at: float, tokens: int, now: float) -> None:
+        """The request granted at `granted_at` goes out now: it counts from now."""
+        for grant in self.grants:
+            if grant.open and grant.at == granted_at and grant.tokens == tokens:
+                grant.at = now
                 return
 
     def pause(self, until: float) -> None:
         self.paused_until = max(self.paused_until, until)
 
     def _forget(self, now: float) -> None:
-        self.grants = [g for g in self.grants if g.open or g.at > now - MINUTE]
+        self.grants = [g for g in self.grants if g.open or self._since(g) > now - MINUTE]
 
     def snapshot(self) -> list[tuple[float, int, bool]]:
         return [(g.at, g.tokens, g.open) for g in self.grants]
@@ -208,6 +233,8 @@ class QuotaWindow:
         grants: Iterable[tuple[float, int, bool]],
         in_flight: int,
         paused_until: float,
+        *,
+        by_send: bool = False,
     ) -> QuotaWindow:
         kept = [_Grant(at, tokens, open) for at, tokens, open in grants]
-        return cls(quota, kept, in_flight, paused_until)
+        return cls(quota, kept, in_flight, paused_until, by_send)

@@ -40,7 +40,7 @@ from .compaction.resolver import remember_answer, resolve_request, resolve_tool_
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
 from .hosting import Hosting
-from .quota.activities import pause_key
+from .quota.activities import pause_key, tell_sent
 from .registry import AgentRegistration
 from .tool_threads import ToolThreads
 from .toolsets import ToolsetPool
@@ -181,6 +181,8 @@ class NodeActivities:
             caches = self._caches
             request, digest = await resolve_request(caches, input, workflow_id, run_id)
             member = input.model_index
+            if input.quota is not None:
+                await tell_sent(activity.client(), input.quota)
             with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
                 try:
                     if input.stream_deltas and agent.model.streams:

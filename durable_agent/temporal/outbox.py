@@ -15,7 +15,10 @@ from collections.abc import Callable
 
 from temporalio import workflow
 
-__all__ = ["Outbox"]
+__all__ = ["DRAIN_PATCH", "Outbox", "all_sent"]
+
+DRAIN_PATCH = "durable-agent.signals-sent-before-the-end"
+"""Marks a run that waited for its outgoing signals before it ended (`all_sent`)."""
 
 
 class Outbox:
@@ -51,7 +54,21 @@ class Outbox:
         task.add_done_callback(self._pending.discard)
         self._last = task
 
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
+
     async def drained(self) -> None:
         """Returns once every signal sent so far was delivered or given up."""
         if self._pending:
             await asyncio.gather(*self._pending)
+
+
+async def all_sent(*outboxes: Outbox) -> None:
+    """Before a run ends (completes, fails or continues as new), the signals it sent other
+    workflows go out: sent in its last workflow task (a model quota's grant released as the
+    run's last request answered), they would be dropped with it, and the grant held until
+    its lease expired. Runs recorded before ended without waiting (a patch marks the ones
+    that wait, only when something is pending)."""
+    if any(outbox.pending for outbox in outboxes) and workflow.patched(DRAIN_PATCH):
+        await asyncio.gather(*(outbox.drained() for outbox in outboxes))

@@ -18,11 +18,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable_agent import AgentCheckpoint, AgentExecutionNode, AgentResumeEvidence, Usage
-from durable_agent.contract._fields import omit_none
+from durable_agent.contract._fields import omit_empty, omit_none
 from durable_agent.temporal.quota.wire import QuotaWaitView
 
 __all__ = [
     "AgentStatusView",
+    "ApprovalRefusal",
     "CheckpointLookup",
     "CheckpointQuery",
     "CheckpointsView",
@@ -111,6 +112,16 @@ class SessionView(BaseModel):
     """When it ends if no prompt comes (`idle_timeout_seconds`)."""
 
 
+class ApprovalRefusal(BaseModel):
+    """An `approval` signal a run refused (`workflow_id`: the sub-agent's workflow that held
+    the call, when it was not the run itself)."""
+
+    tool_call_id: str
+    reason: str
+    decided_by: str | None = None
+    workflow_id: str | None = omit_none()
+
+
 class AgentStatusView(BaseModel):
     agent: str
     status: str
@@ -139,6 +150,9 @@ class AgentStatusView(BaseModel):
     """Set while the run waits for its model quota's grant: which key, since when."""
     environment_ref: str | None = None
     """The run's workspace now (`state.metadata["environment_ref"]`); None without one."""
+    refused_decisions: list[ApprovalRefusal] = omit_empty(factory=list)
+    """The latest `approval` signals this run (or a sub-agent's workflow it forwarded one
+    to) refused: a signal cannot answer its sender, so the run says it here."""
     model: str | None = None
     """Who answered the latest model request, `provider:model` as the response names it
     (with a `FallbackModel`, the member that answered)."""

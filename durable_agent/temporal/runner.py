@@ -48,6 +48,7 @@ from durable_agent.models.fallback import FallbackModel, model_label
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
 from .quota.gate import QuotaGate
+from .quota.wire import QuotaTicket, keeper_id
 from .registry import AgentRegistration, LocalNode
 from .roles import Role, role_queue
 from .wire import (
@@ -155,6 +156,12 @@ async def _execute(
             # (runs recorded before ended failed).
             raise asyncio.CancelledError(f"{node} activity was cancelled") from error
         raise _unwrap(error, node) from error
+
+
+def _with_ticket(
+    packed: ModelRequestActivityInput, ticket: QuotaTicket | None
+) -> ModelRequestActivityInput:
+    return packed if ticket is None else packed.model_copy(update={"quota": ticket})
 
 
 CANCEL_PATCH = "durable-agent.cancelled-mid-node"
@@ -311,9 +318,9 @@ class ActivityNodeRunner:
             response = await self._within_quota(
                 self._quota(),
                 input,
-                lambda: _execute(
+                lambda ticket: _execute(
                     "model_request",
-                    packed,
+                    _with_ticket(packed, ticket),
                     ModelResponse,
                     summary=summary,
                     options=options,
@@ -326,18 +333,20 @@ class ActivityNodeRunner:
         self,
         limited: tuple[str, ModelQuota] | None,
         input: ModelRequestInput,
-        request: Callable[[], Awaitable[ModelResponse]],
+        request: Callable[[QuotaTicket | None], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        """`request()` once the key's grant came (at once without a quota), then the grant
-        given back with the provider's token count (none when the request failed)."""
+        """`request(ticket)` once the key's grant came (at once without a quota), then the
+        grant given back with the provider's token count (none when the request failed).
+        The ticket lets the activity tell the keeper when the request goes out."""
         if limited is None or self.quota_gate is None:
-            return await request()
+            return await request(None)
         key, quota = limited
         ask = await self.quota_gate.acquire(key, quota, estimate_tokens(input.messages))
         if ask is None:
-            return await request()
+            return await request(None)
         try:
-            response = await request()
+            ticket = QuotaTicket(keeper=keeper_id(workflow.info().task_queue, key), ask_id=ask)
+            response = await request(ticket)
         except BaseException:
             self.quota_gate.release(key, ask, None)
             raise
@@ -375,10 +384,12 @@ class ActivityNodeRunner:
             # in history, and a member that answered is never asked again.
             name = model_label(member)
 
-            def ask(index: int = index, name: str = name) -> Awaitable[ModelResponse]:
+            def ask(
+                ticket: QuotaTicket | None, index: int = index, name: str = name
+            ) -> Awaitable[ModelResponse]:
                 return workflow.execute_activity(
                     "model_request",
-                    packed.model_copy(update={"model_index": index}),
+                    _with_ticket(packed.model_copy(update={"model_index": index}), ticket),
                     result_type=ModelResponse,
                     summary=f"{summary} · {name}",
                     **options,

@@ -24,7 +24,6 @@ from durable_agent import (
 )
 from durable_agent.contract._fields import omit_empty, omit_none
 from durable_agent.contract.decisions import DecisionFields
-from durable_agent.contract.records import ApprovalRefusedData
 from durable_agent.engine.controller import MAX_PROMPT_CHARS
 from durable_agent.engine.node_io import (
     ListToolsInput,
@@ -36,6 +35,7 @@ from durable_agent.engine.node_io import (
 )
 from durable_agent.temporal.queries import (
     AgentStatusView,
+    ApprovalRefusal,
     CheckpointLookup,
     CheckpointQuery,
     CheckpointsView,
@@ -47,6 +47,7 @@ from durable_agent.temporal.queries import (
     SessionView,
     SubagentView,
 )
+from durable_agent.temporal.quota.wire import QuotaTicket
 
 __all__ = [
     "HELD_BY_SUBAGENT",
@@ -373,7 +374,7 @@ class SubagentStatus(BaseModel):
     status: str
     pending_approvals: list[PendingApprovalView] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
-    refused: list[ApprovalRefusedData] = omit_empty(factory=list)
+    refused: list[ApprovalRefusal] = omit_empty(factory=list)
     """The latest approval signals the child (or a descendant) refused."""
     refused_total: int = omit_empty(0)
     """How many it has refused so far: the parent announces the ones it has not seen."""
@@ -444,6 +445,9 @@ class ModelRequestActivityInput(BaseModel):
     model_index: int | None = omit_none()
     """For an agent whose model is a `FallbackModel`: the member this activity asks (the
     workflow moves to the next one once this one has failed for good); absent otherwise."""
+    quota: QuotaTicket | None = omit_none()
+    """For a request within a model quota: the keeper to tell when it goes out (each
+    attempt), so the keeper counts it from then; absent otherwise."""
 
 
 class ListToolsActivityInput(BaseModel):

@@ -12,9 +12,9 @@ from temporalio.client import Client
 from durable_agent.contract.errors import ModelHTTPError
 from durable_agent.engine.quotas import ModelQuota
 
-from .wire import KEEPER_WORKFLOW, KeeperInput, QuotaPause, keeper_id
+from .wire import KEEPER_WORKFLOW, KeeperInput, QuotaPause, QuotaSent, QuotaTicket, keeper_id
 
-__all__ = ["EnsureKeeper", "ensure_quota_keeper", "pause_key"]
+__all__ = ["EnsureKeeper", "ensure_quota_keeper", "pause_key", "tell_sent"]
 
 log = structlog.get_logger("durable_agent.quota")
 
@@ -38,6 +38,17 @@ async def ensure_quota_keeper(input: EnsureKeeper) -> None:
         start_signal_args=[input.quota],
         static_summary=f"model quota {input.key}",
     )
+
+
+async def tell_sent(client: Client, ticket: QuotaTicket) -> None:
+    """Tells the keeper the granted request goes out now (best effort: a keeper that does
+    not hear it counts the request from its grant)."""
+    try:
+        await client.get_workflow_handle(ticket.keeper).signal(
+            "sent", QuotaSent(ask_id=ticket.ask_id)
+        )
+    except Exception as failure:
+        log.warning("could not tell the quota keeper", keeper=ticket.keeper, error=str(failure))
 
 
 async def pause_key(client: Client, task_queue: str, key: str, error: ModelHTTPError) -> None:

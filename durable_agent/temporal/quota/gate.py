@@ -99,6 +99,11 @@ class QuotaGate:
         self._granted.discard(ask_id)
         return ask_id
 
+    @property
+    def outbox(self) -> Outbox:
+        """The signals this run sends keepers (drained before the run ends)."""
+        return self._outbox
+
     def release(self, key: str, ask_id: str, tokens: int | None) -> None:
         self._send(
             workflow.info().task_queue, key, "release", QuotaRelease(ask_id=ask_id, tokens=tokens)

@@ -28,11 +28,15 @@ with workflow.unsafe.imports_passed_through():
         QuotaGrant,
         QuotaPause,
         QuotaRelease,
+        QuotaSent,
     )
 
 __all__ = ["GRANT_SIGNAL", "QuotaKeeper"]
 
 GRANT_SIGNAL = "quota_granted"
+SEND_TIME_PATCH = "durable-agent.quota-by-send-time"
+"""Marks a keeper that counts an ended request from when it was sent (`QuotaWindow.by_send`):
+keepers recorded before count from when it ended until they continue as new."""
 EVENTS_BEFORE_CONTINUING = 2_000
 
 
@@ -42,7 +46,11 @@ class QuotaKeeper:
     def __init__(self, input: KeeperInput) -> None:
         self.key = input.key
         self.window = QuotaWindow.restore(
-            input.quota, input.grants, len(input.leases), input.paused_until
+            input.quota,
+            input.grants,
+            len(input.leases),
+            input.paused_until,
+            by_send=workflow.patched(SEND_TIME_PATCH),
         )
         self.queue: list[QuotaAsk] = list(input.queue)
         self.leases: dict[str, Lease] = {lease.ask_id: lease for lease in input.leases}
@@ -133,6 +141,18 @@ class QuotaKeeper:
     @workflow.signal
     def release(self, release: QuotaRelease) -> None:
         self._release(release)
+
+    @workflow.signal
+    def sent(self, sent: QuotaSent) -> None:
+        """A granted request goes to the provider now: it counts from now (its grant
+        counted meanwhile)."""
+        lease = self.leases.get(sent.ask_id)
+        if lease is None or not self.window.by_send:
+            return
+        now = workflow.now().timestamp()
+        self.window.sent(lease.granted_at, lease.tokens, now)
+        lease.granted_at = now
+        self._touch()
 
     @workflow.signal
     def pause(self, pause: QuotaPause) -> None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from durable_agent.engine.quotas import ModelQuota
 
 __all__ = [
+    "QUOTA_MEMO",
     "KeeperInput",
     "KeeperView",
     "Lease",
@@ -16,8 +17,9 @@ __all__ = [
     "QuotaGrant",
     "QuotaPause",
     "QuotaRelease",
+    "QuotaSent",
+    "QuotaTicket",
     "QuotaWaitView",
-    "QUOTA_MEMO",
     "keeper_id",
 ]
 
@@ -47,6 +49,21 @@ class QuotaAsk(BaseModel):
 class QuotaGrant(BaseModel):
     ask_id: str
     key: str
+
+
+class QuotaSent(BaseModel):
+    """The model request of grant `ask_id` goes to the provider now (each attempt: a retry
+    after a worker crash is a request of its own): the keeper counts it from now."""
+
+    ask_id: str
+
+
+class QuotaTicket(BaseModel):
+    """What a `model_request` activity needs to tell the key's keeper it sends: which
+    keeper and which grant."""
+
+    keeper: str
+    ask_id: str
 
 
 class QuotaRelease(BaseModel):

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from .._sdk import STREAM_PUBLISH_SIGNAL
     from ..executor import CONTINUE_AS_NEW, TemporalExecutor
     from ..hosting import hosting
+    from ..outbox import all_sent
     from ..quota.gate import QuotaGate, quota_priority
     from ..quota.keeper import GRANT_SIGNAL
     from ..registry import AgentRegistration
@@ -209,6 +210,7 @@ class AgentWorkflow:
                 # A `send_prompt` waiting for this turn gets the failure as its answer.
                 self.events.detach()
                 await workflow.wait_condition(workflow.all_handlers_finished)
+            await all_sent(self.quota.outbox, self.subagents.outbox)
             raise failure from error
         except asyncio.CancelledError:
             self.live.cancelled(workflow.cancellation_reason())
@@ -216,6 +218,7 @@ class AgentWorkflow:
             raise
         self._publish()
         self.events.detach()
+        await all_sent(self.quota.outbox, self.subagents.outbox)
         if not workflow.all_handlers_finished():
             # Subscribers waiting in a poll get the last records instead of an abandoned
             # update; runs recorded before the stream never get here.
@@ -227,6 +230,7 @@ class AgentWorkflow:
     ) -> None:
         # Waiting subscribers get what is there and follow on to the next run.
         self.events.detach()
+        await all_sent(self.quota.outbox, self.subagents.outbox)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(self.chain.successor(checkpoint, runner))
 
@@ -354,11 +358,9 @@ class AgentWorkflow:
 
     @workflow.query
     def message_history_page(self, page: HistoryPageQuery) -> list[ModelMessage]:
-        """Messages from global index `page.offset`, as far as this run holds them.
-
-        Serves the model-request activity when its cache misses (another worker, a
-        restart); earlier messages are held by the runs `history_segments` names.
-        """
+        """Messages from global index `page.offset`, as far as this run holds them: for the
+        model-request activity when its cache misses (another worker, a restart); earlier
+        messages are held by the runs `history_segments` names."""
         return self.chain.history_page(page)
 
     @workflow.query

@@ -16,9 +16,9 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.decisions import DeferredToolResult, ToolApprovalDecision
-    from ...contract.records import ApprovalRefusedData
     from ...contract.state import AgentRunState
     from ..authorization import decision_problem
+    from ..queries import ApprovalRefusal
     from ..signing import ApprovalKeys
     from ..wire import ApprovalSignal, Continuation, DeferredResultSignal
     from .gates import Refusal
@@ -61,7 +61,7 @@ class HumanDecisions:
         """`now()` when the run last began waiting for humans (state, not a command)."""
         self._approval_signals = 0
         self.refused_total = 0
-        self.refusals: list[ApprovalRefusedData] = []
+        self.refusals: list[ApprovalRefusal] = []
         """The approval signals this run refused (the latest `KEPT_REFUSALS`): a signal
         cannot answer its sender, so the run's details, its stream and its parent do."""
 
@@ -137,7 +137,7 @@ class HumanDecisions:
     def refused(self, signal: ApprovalSignal, refusal: Refusal) -> None:
         """An `approval` signal this run dropped: on its stream and in its details."""
         self.remember_refusal(
-            ApprovalRefusedData(
+            ApprovalRefusal(
                 tool_call_id=signal.tool_call_id,
                 reason=refusal.message,
                 decided_by=signal.decided_by,
@@ -145,11 +145,11 @@ class HumanDecisions:
         )
         self._publish()
 
-    def remember_refusal(self, refused: ApprovalRefusedData) -> None:
-        """Keeps and announces a refusal (this run's own, or a descendant's)."""
+    def remember_refusal(self, refused: ApprovalRefusal) -> None:
+        """Keeps a refusal (this run's own, or a descendant's) for its status and details
+        (not its stream: readers of earlier releases know no such record)."""
         self.refusals = [*self.refusals[-(KEPT_REFUSALS - 1) :], refused]
         self.refused_total += 1
-        self._live.announce(None, refused)
 
     def record_approval(self, signal: ApprovalSignal) -> None:
         decision = signal.decision()

@@ -31,7 +31,6 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.errors import UserError
-    from ...contract.records import ApprovalRefusedData
     from ...contract.state import AgentRunState, RunStatus
     from ...contract.usage import Usage
     from ...engine.node_io import ToolCallOutcome, ToolReturned
@@ -44,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         subagent_finished,
     )
     from ..outbox import Outbox
+    from ..queries import ApprovalRefusal
     from ..runner import CANCEL_PATCH
     from ..tracing import subagent_tool_span
     from ..wire import (
@@ -88,7 +88,7 @@ class SubagentRuns:
         publish: Callable[[], None],
         *,
         priority: int | None = None,
-        refused: Callable[[ApprovalRefusedData], None] = lambda refused: None,
+        refused: Callable[[ApprovalRefusal], None] = lambda refused: None,
     ) -> None:
         self._port = port
         self._publish = publish
@@ -205,6 +205,11 @@ class SubagentRuns:
             for p in report.pending_approvals
         ]
         self._publish()
+
+    @property
+    def outbox(self) -> Outbox:
+        """The decisions this run forwards to its children (drained before the run ends)."""
+        return self._outbox
 
     def views(self) -> list[SubagentView]:
         return list(self._views.values())
@@ -338,7 +343,7 @@ class ParentNotifier:
         status: str,
         pending: list[PendingApprovalView],
         usage: Usage,
-        refused: list[ApprovalRefusedData],
+        refused: list[ApprovalRefusal],
         refused_total: int,
     ) -> None:
         if status in _ENDED:

@@ -247,6 +247,7 @@ class Visibility:
             session=self._session.view(),
             subagents=self._subagents.views(),
             model=_answered_by(state),
+            refused_decisions=list(self._decisions.refusals),
             environment_ref=_environment_ref(state),
         )
 
