@@ -4,17 +4,22 @@ An interactive conversation on a session run: each line read is the next prompt
 (`send_prompt`); the answer is printed as the model writes it (from the run's stream, so a
 streaming model's text appears as it comes), tool calls are shown as they run, and a call
 that needs approval is asked about inline (`y` approves, anything else denies with that
-text as the reason). `/end` ends the session; end of input (Ctrl-D) leaves it waiting, to
-come back to with `--id`. The session lives on Temporal, not in this process: closing the
-terminal loses nothing.
+text as the reason); a call decided elsewhere meanwhile (the inbox, `durable-agent approve`)
+is noticed while the question waits, said, and the turn goes on. `/end` ends the session;
+end of input (Ctrl-D) leaves it waiting, to come back to with `--id`; Ctrl-C ends the chat
+at once (exit 130, what was typed is dropped, as a shell drops it) and leaves the session
+as it is. The session lives on Temporal, not in this process: closing the terminal loses
+nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import sys
+import threading
 from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +28,7 @@ import click
 
 from durable_agent.contract.records import (
     AgentStreamRecord,
+    ApprovalDecidedData,
     ApprovalRequestedData,
     ModelDeltaData,
     ModelResponseData,
@@ -46,13 +52,59 @@ SETTLE_SECONDS = 5.0
 """How long, after a turn has answered, the stream may take to deliver its last records."""
 
 
-async def _read(prompt: str) -> str | None:
-    """One line from stdin (None at end of input), without blocking the event loop: the
-    worker of a test, or the stream being followed, keeps running meanwhile."""
-    sys.stderr.write(prompt)
-    sys.stderr.flush()
-    line = await asyncio.to_thread(sys.stdin.readline)
-    return line.rstrip("\n") if line else None
+class Lines:
+    """stdin's lines, each read by a daemon thread while a prompt waits for it.
+
+    Not `asyncio.to_thread`: a read in the loop's executor cannot be abandoned, so Ctrl-C
+    at a prompt would wait for an Enter (`asyncio.run` joins the executor's threads) and a
+    question answered elsewhere could not stop asking. A read abandoned here keeps its
+    thread, and the next prompt takes the line it reads."""
+
+    def __init__(self) -> None:
+        self._pending: asyncio.Future[str] | None = None
+
+    async def read(self, prompt: str) -> str | None:
+        """One line (None at end of input), `prompt` written to stderr first."""
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        if self._pending is None:
+            self._pending = self._start()
+        line = await asyncio.shield(self._pending)
+        self._pending = None
+        return line.rstrip("\n") if line else None
+
+    def discard_typed(self) -> None:
+        """Drops what was typed for a question that no longer stands (half a line still
+        in the terminal, or a line read and not yet taken), so it cannot become the answer
+        to the next one."""
+        if self._pending is not None and self._pending.done():
+            self._pending = None
+        with contextlib.suppress(Exception):  # not a terminal (a pipe, a test's StringIO)
+            import termios
+
+            if sys.stdin.isatty():
+                termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+
+    @staticmethod
+    def _start() -> asyncio.Future[str]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+        stream = sys.stdin
+
+        def settle(line: str) -> None:
+            if not future.done():
+                future.set_result(line)
+
+        def read() -> None:
+            try:
+                line = stream.readline()
+            except (OSError, ValueError):  # stdin closed
+                line = ""
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(settle, line)
+
+        threading.Thread(target=read, name="durable-agent-chat-stdin", daemon=True).start()
+        return future
 
 
 class LeftWaiting(Exception):
@@ -79,10 +131,17 @@ class Chat:
         self.by = by
         self.position = 0
         """The seq of the next record not yet shown."""
+        self.lines = Lines()
 
     async def run(self) -> int:
         try:
             return await self._chat()
+        except asyncio.CancelledError:  # Ctrl-C: the CLI exits 130 ("interrupted")
+            err(
+                "\nthe session goes on; come back with: durable-agent chat --id "
+                f"{shlex.quote(self.handle.id)}"
+            )
+            raise
         except LeftWaiting as left:
             run, call = shlex.quote(self.handle.id), shlex.quote(left.call_id)
             err(
@@ -107,7 +166,7 @@ class Chat:
         if view.status != "awaiting_prompt":
             await self._follow_open_turn(view)
         while True:
-            line = await _read("you> ")
+            line = await self.lines.read("you> ")
             if line is None or line.strip() in LEAVE_COMMANDS:
                 err(
                     f"\nthe session goes on; come back with: durable-agent chat --id "
@@ -152,9 +211,12 @@ class Chat:
                 workflow_id=self.handle.id,
             )
         err(f"session {self.handle.id} is in a turn ({view.status}); following it")
+        after = self.position - 1 if self.position else None
         for pending in view.pending_approvals:
             if not pending.decided:
-                await self._decide(pending.tool_call_id, pending.tool_name, pending.arguments)
+                await self._decide(
+                    pending.tool_call_id, pending.tool_name, pending.arguments, after
+                )
         await self._follow(Turn(), None)
 
     async def _follow(self, turn: Turn, answer: asyncio.Future[AgentWorkflowResult] | None) -> None:
@@ -220,7 +282,7 @@ class Chat:
         elif isinstance(data, ToolCallData):
             err(f"  · tool {data.tool_name} {compact(data.arguments)}")
         elif isinstance(data, ApprovalRequestedData):
-            await self._decide(data.tool_call_id, data.tool_name, data.arguments)
+            await self._decide(data.tool_call_id, data.tool_name, data.arguments, record.seq)
         elif isinstance(data, RunFailedData):
             err(f"  · the turn failed: {data.kind}: {data.message}")
             return True
@@ -228,35 +290,79 @@ class Chat:
             return True
         return False
 
-    async def _decide(self, call_id: str, tool: str, arguments: object) -> None:
+    async def _decide(self, call_id: str, tool: str, arguments: object, after: int | None) -> None:
         """Asks until the person answers: y approves, any other text denies with that text
         as the reason. A bare Enter asks again; Ctrl-D (end of input) leaves the call
-        waiting and the chat (`LeftWaiting`): nothing is decided without an answer."""
+        waiting and the chat (`LeftWaiting`): nothing is decided without an answer. Meanwhile
+        the run's records after seq `after` are watched: once the call is decided elsewhere
+        (the inbox, another terminal) the question stops, says by whom, and the turn goes
+        on."""
         who = f" as {self.by}" if self.by else ""
         question = (
             f"  · tool {tool} {compact(arguments)} needs approval{who}: y approves, a reason "
             "denies, Ctrl-D leaves it waiting> "
         )
-        while True:
-            line = await _read(question)
-            if line is None:
-                raise LeftWaiting(call_id)
-            reply = line.strip()
-            if not reply:
-                continue
-            try:
-                if reply.lower() in ("y", "yes"):
-                    await self.handle.approve(call_id, by=self.by)
-                    err(f"  · approved {call_id}")
-                else:
-                    await self.handle.deny(call_id, reply, by=self.by)
-                    err(f"  · denied {call_id}: {reply}")
-                return
-            except Rejected as error:
-                err(f"  · {error.message}")
-                if "already" in error.message:
-                    return  # someone else decided it meanwhile
-                err("  · answer again, or Ctrl-D to leave it for someone who may decide")
+        watching = asyncio.ensure_future(self._decided_elsewhere(call_id, after))
+        try:
+            while True:
+                reading = asyncio.ensure_future(self.lines.read(question))
+                await asyncio.wait({reading, watching}, return_when="FIRST_COMPLETED")
+                if not reading.done():
+                    reading.cancel()
+                    self._moved_on(call_id, watching.result())
+                    return
+                line = reading.result()
+                if line is None:
+                    raise LeftWaiting(call_id)
+                if await self._answer(call_id, line.strip()):
+                    return
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+
+    async def _answer(self, call_id: str, reply: str) -> bool:
+        """Sends the person's answer; False when the question must be asked again."""
+        if not reply:
+            return False
+        try:
+            if reply.lower() in ("y", "yes"):
+                await self.handle.approve(call_id, by=self.by)
+                err(f"  · approved {call_id}")
+            else:
+                await self.handle.deny(call_id, reply, by=self.by)
+                err(f"  · denied {call_id}: {reply}")
+            return True
+        except Rejected as error:
+            err(f"  · {error.message}")
+            if "already" in error.message:
+                return True  # someone else decided it meanwhile
+            err("  · answer again, or Ctrl-D to leave it for someone who may decide")
+            return False
+
+    async def _decided_elsewhere(
+        self, call_id: str, after: int | None
+    ) -> ApprovalDecidedData | None:
+        """The decision on `call_id` once the run records it; None if the run ends first."""
+        records = self.handle.stream(after)
+        try:
+            async for record in records:
+                data = record.data
+                if isinstance(data, ApprovalDecidedData) and data.tool_call_id == call_id:
+                    return data
+        finally:
+            if isinstance(records, AsyncGenerator):
+                await records.aclose()
+        return None
+
+    def _moved_on(self, call_id: str, decided: ApprovalDecidedData | None) -> None:
+        self.lines.discard_typed()
+        if decided is None:
+            err(f"\n  · the run ended before {call_id} was decided")
+            return
+        how = "approved" if decided.approved else "denied"
+        by = f" by {decided.decided_by}" if decided.decided_by else ""
+        why = f": {decided.reason}" if decided.reason and not decided.approved else ""
+        err(f"\n  · {call_id} was decided elsewhere: {how}{by}{why}")
 
 
 @click.command(epilog=EPILOG)
