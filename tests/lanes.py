@@ -22,6 +22,9 @@ from temporalio.testing import WorkflowEnvironment
 __all__ = ["SERVER", "SERVER_FIXTURES", "install"]
 
 SERVER = "server"
+UPGRADE_LOAD = "upgrade_load"
+"""The rolling upgrade under load (tests/test_upgrade_load.py): also `server`; about two
+minutes at CI's size, so it can be chosen (`-m upgrade_load`) or left out on its own."""
 SERVER_FIXTURES = frozenset({"dev_server"})
 """Fixtures that start a Temporal server: a test using one (directly or through another
 fixture) is marked `server`."""
@@ -71,6 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{SERVER}: needs a Temporal server, another process or a browser (left out of the "
         'fast lane, `pytest -m "not server"`)',
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{UPGRADE_LOAD}: the rolling upgrade under load (previous release's worker, server "
+        "and worker killed, today's worker finishes the runs); about two minutes",
     )
     install()
 

@@ -82,11 +82,17 @@ class TreeWorkers(Faults):
     """`Faults` (tests/faults/support.py) for workers of any tree: one task queue, worker
     processes stopped on exit, logs and side-effect files printed when something failed.
 
-    Each worker is `python worker.py --no-examples --agents upgrade_agents` with the tree as
-    its working directory, tests/ on PYTHONPATH and $UPGRADE_TEST_DIR = `self.dir`.
+    Each worker is `python worker.py --no-examples --agents upgrade_agents` (or
+    `agents_module`, with `extra_args`) with the tree as its working directory, tests/ on
+    PYTHONPATH and $UPGRADE_TEST_DIR = `self.dir` (and `extra_env`).
     """
 
     tree: Path = ROOT
+    agents_module: str = AGENTS_MODULE
+    extra_args: Sequence[str] = ()
+    """More `worker.py` options (a `--quota`, say), for every worker started."""
+    extra_env: dict[str, str] = {}  # noqa: RUF012 (replaced, never changed in place)
+    """More environment (a model's base URL, say), for every worker started."""
 
     async def __aenter__(self) -> TreeWorkers:
         return self
@@ -100,6 +106,7 @@ class TreeWorkers(Faults):
             "TEMPORAL_TASK_QUEUE": self.task_queue,
             "UPGRADE_TEST_DIR": str(self.dir),
             "PYTHONPATH": str(AGENTS_DIR),
+            **self.extra_env,
         }
         env.pop("DURABLE_AGENT_ENCRYPTION_KEYS", None)
         with open(log, "ab") as out:
@@ -109,9 +116,10 @@ class TreeWorkers(Faults):
                     "worker.py",
                     "--no-examples",
                     "--agents",
-                    AGENTS_MODULE,
+                    self.agents_module,
                     "--log-format",
                     "json",
+                    *self.extra_args,
                 ],
                 cwd=self.tree,
                 env=env,
@@ -139,7 +147,7 @@ class TreeWorkers(Faults):
         for line in self.lines("imports"):
             if int(line[0]) == worker.process.pid:
                 return Path(line[1]).parent
-        raise AssertionError(f"{worker.label} did not import {AGENTS_MODULE}")
+        raise AssertionError(f"{worker.label} did not import {self.agents_module}")
 
 
 # -- driving runs with plain temporalio ----------------------------------------------------
