@@ -62,7 +62,26 @@ class WorkspaceProvider:
     def open(self, ref: str, run: str, spec: WorkspaceSpec | None) -> CallWorkspace:
         """One call's workspace (materialized when the tool first uses it)."""
         tree_id_of(ref)
-        return CallWorkspace(self.materializer, ref, run, spec, lambda t: self.ensure(t, spec))
+        return CallWorkspace(
+            self.materializer,
+            ref,
+            run,
+            spec,
+            lambda t: self.ensure(t, spec),
+            lambda t: self.reupload(t, spec),
+        )
+
+    def reupload(self, tree_id: str, spec: WorkspaceSpec | None) -> bool:
+        """Uploads the agent's initial tree again (whatever of it the store lacks); False
+        when `tree_id` is not that tree."""
+        if spec is None or spec.initial_ref != workspace_ref(tree_id):
+            return False
+        with self._lock:
+            self._present.discard(tree_id)
+        spec.upload(self.store)
+        with self._lock:
+            self._present.add(tree_id)
+        return True
 
     def merge(
         self, base: str, current: str, changes: Sequence[str], spec: WorkspaceSpec | None = None

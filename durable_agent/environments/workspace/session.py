@@ -39,6 +39,7 @@ class CallWorkspace:
         run: str,
         spec: WorkspaceSpec | None,
         ensure: Callable[[str], None],
+        reupload: Callable[[str], bool] | None = None,
     ) -> None:
         self._materializer = materializer
         self._ref = ref
@@ -46,6 +47,7 @@ class CallWorkspace:
         self._run = run
         self._limit = spec.max_bytes if spec is not None else DEFAULT_MAX_BYTES
         self._ensure = ensure
+        self._reupload = reupload
         self._lock = threading.RLock()
         self._checkout: Checkout | None = None
         self._changed: set[str] = set()
@@ -59,13 +61,24 @@ class CallWorkspace:
         with self._lock:
             if self._checkout is None:
                 try:
-                    self._ensure(self._tree)
-                    self._checkout = self._materializer.acquire(self._run, self._tree)
+                    self._checkout = self._restore()
                     self._size = self._materializer.trees.size(self._tree)
                 except EnvironmentRestoreFailed as failure:
                     self.failure = failure
                     raise
             return self._checkout.path
+
+    def _restore(self) -> Checkout:
+        """The call's checkout. The agent's initial tree is uploaded again when objects of
+        it are missing (a gc removed them while no run reached them): it can always be
+        made again from the agent's definition; any other missing object fails."""
+        try:
+            self._ensure(self._tree)
+            return self._materializer.acquire(self._run, self._tree)
+        except EnvironmentRestoreFailed:
+            if self._reupload is None or not self._reupload(self._tree):
+                raise
+        return self._materializer.acquire(self._run, self._tree)
 
     def prepare(self) -> None:
         """Materializes the tree now rather than at the tool's first use."""

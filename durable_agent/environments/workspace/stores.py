@@ -11,7 +11,13 @@
 `DURABLE_AGENT_WORKSPACE_STORE` names the store (`DurableAgentPlugin(workspace_store=...)`
 does for a worker). Stores hold bytes by id and check nothing: readers check each object
 against its id (`trees`, `materializer`). Objects are immutable, so `put` of an id that
-exists writes nothing; `list` and `delete` are for a garbage collector.
+exists writes nothing; `aged` and `delete` are for the garbage collector (`gc`).
+
+An object's modification time is when it was last written *or reused*: a `put` that finds
+the object older than `REFRESH_SECONDS` refreshes it (a file's mtime is touched, an S3
+object written again). So an object a snapshot reuses is never older than that, and a gc
+whose grace period is at least as long never removes an object a running tool just
+reused, even one no run's checkpoint reached until then.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ import contextlib
 import os
 import shutil
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlparse
@@ -31,7 +39,9 @@ from ...contract.errors import UserError
 
 __all__ = [
     "DEFAULT_STORE_DIR",
+    "REFRESH_SECONDS",
     "STORE_ENV",
+    "Aged",
     "FileStore",
     "FsspecStore",
     "MemoryStore",
@@ -42,6 +52,12 @@ __all__ = [
 
 STORE_ENV = "DURABLE_AGENT_WORKSPACE_STORE"
 DEFAULT_STORE_DIR = ".durable-agent/workspaces"
+REFRESH_SECONDS = 600.0
+"""A `put` that finds its object older than this makes it new again (see above): the
+shortest grace period a gc may use while workers run."""
+
+Aged = tuple[str, float, int]
+"""An object id, when it was last written or reused (seconds since the epoch), its size."""
 
 
 class ObjectStore(ABC):
@@ -60,6 +76,21 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def exists(self, oid: str) -> bool: ...
+
+    @abstractmethod
+    def modified(self, oid: str) -> float | None:
+        """When the object was last written or reused (epoch seconds); None when missing."""
+
+    @abstractmethod
+    def _refresh(self, oid: str, data: bytes | Path) -> None:
+        """Makes an existing object's modification time now."""
+
+    def aged(self) -> Iterator[Aged]:
+        """Every object with its modification time and size (for a gc)."""
+        for oid in self.list():
+            when = self.modified(oid)
+            if when is not None:
+                yield oid, when, 0
 
     @abstractmethod
     def get(self, oid: str) -> bytes:
@@ -82,9 +113,18 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, oid: str) -> None: ...
 
+    def _present(self, oid: str, data: bytes | Path) -> bool:
+        """Whether the object is there, refreshing it when it is old (see the module)."""
+        when = self.modified(oid)
+        if when is None:
+            return False
+        if time.time() - when > REFRESH_SECONDS:
+            self._refresh(oid, data)
+        return True
+
     def put(self, oid: str, data: bytes) -> bool:
         """Stores `data` as `oid` unless it is there; whether it wrote."""
-        if self.exists(oid):
+        if self._present(oid, data):
             return False
         self._write(oid, data)
         self._wrote()
@@ -92,7 +132,7 @@ class ObjectStore(ABC):
 
     def put_file(self, oid: str, path: Path) -> bool:
         """`put` of a local file's content, copied in pieces (never whole in memory)."""
-        if self.exists(oid):
+        if self._present(oid, path):
             return False
         self._write_file(oid, path)
         self._wrote()
@@ -112,6 +152,37 @@ class FileStore(ObjectStore):
 
     def exists(self, oid: str) -> bool:
         return os.path.isfile(f"{self._objects}/{oid[:2]}/{oid[2:]}")
+
+    def modified(self, oid: str) -> float | None:
+        try:
+            return os.stat(f"{self._objects}/{oid[:2]}/{oid[2:]}").st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def _refresh(self, oid: str, data: bytes | Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(f"{self._objects}/{oid[:2]}/{oid[2:]}")
+
+    def aged(self) -> Iterator[Aged]:
+        if not self._objects.is_dir():
+            return
+        with os.scandir(self._objects) as fans:
+            for fan in sorted(fans, key=lambda f: f.name):
+                if not fan.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(fan.path) as items:
+                    for item in sorted(items, key=lambda i: i.name):
+                        with contextlib.suppress(FileNotFoundError):
+                            info = item.stat(follow_symlinks=False)
+                            yield fan.name + item.name, info.st_mtime, info.st_size
+
+    def stale_temporaries(self, older_than: float) -> list[Path]:
+        """Temporary files of uploads that never finished (a killed worker), older than
+        `older_than` seconds: a gc removes them too."""
+        if not self._tmp.is_dir():
+            return []
+        cutoff = time.time() - older_than
+        return [p for p in self._tmp.iterdir() if p.stat().st_mtime < cutoff]
 
     def get(self, oid: str) -> bytes:
         try:
@@ -163,9 +234,24 @@ class MemoryStore(ObjectStore):
         super().__init__()
         self.url = f"memory://{name}"
         self._objects: dict[str, bytes] = {}
+        self._times: dict[str, float] = {}
 
     def exists(self, oid: str) -> bool:
         return oid in self._objects
+
+    def modified(self, oid: str) -> float | None:
+        return self._times.get(oid) if oid in self._objects else None
+
+    def _refresh(self, oid: str, data: bytes | Path) -> None:
+        self._times[oid] = time.time()
+
+    def aged(self) -> Iterator[Aged]:
+        for oid in sorted(self._objects):
+            yield oid, self._times.get(oid, 0.0), len(self._objects[oid])
+
+    def age(self, oid: str, seconds: float) -> None:
+        """Makes an object look `seconds` older (tests of a gc's grace period)."""
+        self._times[oid] = self._times.get(oid, time.time()) - seconds
 
     def get(self, oid: str) -> bytes:
         return self._objects[oid]
@@ -177,15 +263,18 @@ class MemoryStore(ObjectStore):
 
     def _write(self, oid: str, data: bytes) -> None:
         self._objects[oid] = bytes(data)
+        self._times[oid] = time.time()
 
     def _write_file(self, oid: str, path: Path) -> None:
         self._objects[oid] = path.read_bytes()
+        self._times[oid] = time.time()
 
     def list(self) -> Iterator[str]:
         yield from sorted(self._objects)
 
     def delete(self, oid: str) -> None:
         self._objects.pop(oid, None)
+        self._times.pop(oid, None)
 
     def corrupt(self, oid: str, data: bytes) -> None:
         """Replaces an object's bytes without checking them (tests of corrupt stores)."""
@@ -220,6 +309,30 @@ class FsspecStore(ObjectStore):
     def exists(self, oid: str) -> bool:
         return bool(self.fs.exists(self._path(oid)))
 
+    def modified(self, oid: str) -> float | None:
+        try:
+            info = self.fs.info(self._path(oid))
+        except FileNotFoundError:
+            return None
+        return _epoch(info)
+
+    def _refresh(self, oid: str, data: bytes | Path) -> None:
+        # S3 cannot touch an object: writing it again (same bytes) makes it new
+        if isinstance(data, Path):
+            self._write_file(oid, data)
+        else:
+            self._write(oid, data)
+
+    def aged(self) -> Iterator[Aged]:
+        root = f"{self._base}/objects"
+        try:
+            found = self.fs.find(root, detail=True)
+        except FileNotFoundError:
+            return
+        for item, info in sorted(found.items()):
+            fan, name = str(item).rsplit("/", 2)[-2:]
+            yield fan + name, _epoch(info), int(info.get("size") or 0)
+
     def get(self, oid: str) -> bytes:
         try:
             data: bytes = self.fs.cat_file(self._path(oid))
@@ -253,6 +366,19 @@ class FsspecStore(ObjectStore):
     def delete(self, oid: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(self._path(oid))
+
+
+def _epoch(info: dict[str, Any]) -> float:
+    """An fsspec listing's modification time (S3's `LastModified`, a local `mtime`); now
+    when the listing has none (a gc then keeps the object rather than guess)."""
+    when = info.get("LastModified") or info.get("mtime") or info.get("created")
+    if isinstance(when, datetime):
+        return when.timestamp()
+    if isinstance(when, int | float):
+        return float(when)
+    if isinstance(when, str):
+        return datetime.fromisoformat(when).timestamp()
+    return time.time()
 
 
 _MEMORY: dict[str, MemoryStore] = {}
