@@ -11,6 +11,7 @@
     durable-agent list --status waiting
     durable-agent watch agent-deployer-1a2b3c4d
     durable-agent export agent-weather-5e6f7a8b -o run.json --redact
+    durable-agent workspace agent-coder-1a2b3c4d --diff 0
     durable-agent eval my_evals:dataset --agent weather --name prompt-v2
     durable-agent worker --agents my_agents
     durable-agent inbox --users inbox-users.toml
@@ -50,7 +51,7 @@ from durable_agent.temporal.client import (
 )
 from durable_agent.temporal.worker import exit_process
 
-from . import chat, decisions, evals, export, forks, runs, watch
+from . import chat, decisions, evals, export, forks, runs, watch, workspace
 from .context import (
     EPILOG,
     EXIT_CONNECT,
@@ -109,6 +110,7 @@ for command in (
     runs.list_runs,
     watch.watch,
     export.export,
+    workspace.workspace,
     evals.eval_command,
     worker,
     inbox,

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from durable_agent.contract.decisions import read_deferred_response
+from durable_agent.environments.workspace.stores import DEFAULT_STORE_DIR, STORE_ENV
 from durable_agent.temporal.client import DEFAULT_TASK_QUEUE, DEFAULT_TIMEOUT, AgentClient
 from durable_agent.temporal.storage import STORAGE_ENV
 from durable_agent.temporal.wire import MAX_APPROVAL_TIMEOUT_SECONDS
@@ -32,6 +33,8 @@ __all__ = [
     "SECONDS",
     "Settings",
     "connection_options",
+    "workspace_store_option",
+    "workspace_store_url",
 ]
 
 EXIT_OK = 0
@@ -101,6 +104,35 @@ def environment() -> Mapping[str, str]:
     if os.environ.get(STORAGE_ENV) or not payloads.is_dir():
         return os.environ
     return {**os.environ, STORAGE_ENV: f"file://{payloads}"}
+
+
+DEV_WORKSPACES = ".temporal/workspaces"
+"""Where the dev stack keeps workspaces (`worker --dev` sets the store to it)."""
+
+
+def workspace_store_url(given: str | None = None) -> str:
+    """The workspace store `durable-agent workspace` reads: `--store`, else
+    `DURABLE_AGENT_WORKSPACE_STORE`, else a worker's default here
+    (`.durable-agent/workspaces`), or the dev stack's when only that one exists."""
+    if given:
+        return given
+    configured = os.environ.get(STORE_ENV, "").strip()
+    if configured:
+        return configured
+    default, dev = Path(DEFAULT_STORE_DIR).resolve(), Path(DEV_WORKSPACES).resolve()
+    return (dev if dev.is_dir() and not default.is_dir() else default).as_uri()
+
+
+def workspace_store_option(function: F) -> F:
+    """`--store URL` of the workspace commands."""
+    option = click.option(
+        "--store",
+        "store",
+        metavar="URL",
+        help=f"the workspace store (env {STORE_ENV}; default as the worker's: "
+        f"{DEFAULT_STORE_DIR}, or {DEV_WORKSPACES} under the dev stack)",
+    )
+    return option(function)
 
 
 # -- argument types -------------------------------------------------------------------------

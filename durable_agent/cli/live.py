@@ -41,13 +41,14 @@ from durable_agent.contract.records import (
     UsageData,
     WaitingCallData,
     WaitingData,
+    WorkspaceChangedData,
 )
 from durable_agent.temporal.executor import CONTINUE_AS_NEW
 from durable_agent.temporal.wire import AgentStatusView
 
 from .output import q
 
-__all__ = ["CallView", "RunView", "StepText"]
+__all__ = ["CallView", "RunView", "StepText", "workspace_change"]
 
 ModelData = ModelRequestData | ModelDeltaData | ModelRetryData | ModelResponseData
 _MODEL = (ModelRequestData, ModelDeltaData, ModelRetryData, ModelResponseData)
@@ -56,6 +57,23 @@ SHOWN_STEPS = 3
 """Model requests whose text the live view shows (the latest ones)."""
 SHOWN_CALLS = 8
 VALUE_CHARS = 80
+SHOWN_CHANGES = 4
+"""Workspace changes the live view shows (the latest ones)."""
+SHOWN_PATHS = 12
+"""Paths one workspace change line names before it says how many more."""
+
+
+def workspace_change(data: WorkspaceChangedData, limit: int = SHOWN_PATHS) -> str:
+    """One line for a workspace change: `+new.txt ~changed.py -gone.md`, the first
+    `limit` paths and how many more."""
+    marked = [
+        *(f"+{p}" for p in data.added),
+        *(f"~{p}" for p in data.modified),
+        *(f"-{p}" for p in data.deleted),
+    ]
+    more = len(marked) - limit
+    shown = " ".join(marked[:limit]) + (f" … and {more} more" if more > 0 else "")
+    return shown or "(no paths)"
 
 
 def _short(value: Any, limit: int = VALUE_CHARS) -> str:
@@ -105,6 +123,8 @@ class RunView:
     """Calls waiting for a human: approvals and deferred calls, by call id."""
     steering: list[str] = field(default_factory=list)
     """Steering messages users sent, in the order they arrived."""
+    workspace: list[WorkspaceChangedData] = field(default_factory=list)
+    """The run's workspace changes, oldest first (`workspace_changed` records)."""
     usage: dict[str, Any] = field(default_factory=dict)
     suspend_reason: str | None = None
     output: Any = None
@@ -230,6 +250,8 @@ class RunView:
             self.waiting.clear()
         elif isinstance(data, SteeredData):
             self.steering.append(data.message)
+        elif isinstance(data, WorkspaceChangedData):
+            self.workspace.append(data)
 
     # -- showing it -----------------------------------------------------------------------
 
@@ -242,6 +264,8 @@ class RunView:
         if self.steering:
             shown = "\n".join(f"  {_short(m, 200)}" for m in self.steering[-SHOWN_STEPS:])
             parts.append(Text(f"steering messages:\n{shown}", style="cyan"))
+        if self.workspace:
+            parts.append(self._workspace())
         if self.waiting:
             parts.append(self._waiting())
         if self.suspend_reason and self.status == "suspended":
@@ -296,6 +320,16 @@ class RunView:
                 _short(call.result) if call.result is not None else "",
             )
         return table
+
+    def _workspace(self) -> Text:
+        latest = self.workspace[-1].environment_ref
+        text = Text(f"workspace {latest}", style="bold magenta")
+        earlier = len(self.workspace) - SHOWN_CHANGES
+        if earlier > 0:
+            text.append(f"  ({earlier} earlier changes)", style="dim")
+        for change in self.workspace[-SHOWN_CHANGES:]:
+            text.append(f"\n  {workspace_change(change)}")
+        return text
 
     def _waiting(self) -> Text:
         text = Text("waiting for a human:\n", style="bold yellow")

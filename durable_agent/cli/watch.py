@@ -1,10 +1,12 @@
 """`durable-agent watch ID [--from SEQ] [--json]`: follow a run live, until it ends.
 
 On a terminal it keeps one view up to date (`RunView`: node, step, the model's text as it
-streams, tool calls and results, calls waiting for a human with the commands that decide
-them); elsewhere it prints one line per step of the run. `--json` prints every record as
-one JSON line, for scripts (resume one after a disconnect with `--from LAST+1`). It reads
-the run's stream with queries, so watching adds nothing to the run's history.
+streams, tool calls and results, the workspace's latest changes, calls waiting for a human
+with the commands that decide them); elsewhere it prints one line per step of the run (a
+workspace change as `workspace: +added ~modified -deleted (workspace:<ref>)`). `--json`
+prints every record as one JSON line, for scripts (resume one after a disconnect with
+`--from LAST+1`). It reads the run's stream with queries, so watching adds nothing to the
+run's history.
 
 Exit codes: 0 when the run completed, 1 when it failed, was cancelled or terminated, or
 when `--from` is past the end of a run that has ended; 2 for a negative `--from`; 3 for an
@@ -37,11 +39,12 @@ from durable_agent.contract.records import (
     SuspendedData,
     ToolCallData,
     ToolReturnData,
+    WorkspaceChangedData,
 )
 from durable_agent.temporal.client import AgentRunError, AgentRunHandle
 
 from .context import EPILOG, EXIT_OK, EXIT_REJECTED, Settings, connection_options
-from .live import RunView
+from .live import RunView, workspace_change
 from .output import compact, dump_line, err, out, q
 
 __all__ = ["watch"]
@@ -170,6 +173,8 @@ def _line(view: RunView, record: AgentStreamRecord) -> str | None:
         return f"{prefix} steered: {data.message}"
     if isinstance(data, ApprovalDecidedData):
         return f"{prefix} {data.tool_call_id} {data.describe()}"
+    if isinstance(data, WorkspaceChangedData):
+        return f"{prefix} workspace: {workspace_change(data)} ({data.environment_ref})"
     if isinstance(data, _PLAIN):
         shown = data.as_json()
         return f"{prefix} {record.kind} {compact(shown) if shown else ''}".rstrip()
