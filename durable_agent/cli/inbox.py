@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 import click
 
-from .context import EPILOG, EXIT_OK, EXIT_USAGE, Settings, connection_options
+from .context import (
+    EPILOG,
+    EXIT_OK,
+    EXIT_USAGE,
+    Settings,
+    connection_options,
+    workspace_store_url,
+)
 from .output import err, out
 
 __all__ = ["inbox"]
@@ -135,6 +142,7 @@ async def _serve(settings: Settings, options: InboxOptions) -> int:
             poll_seconds=options.poll_seconds,
             secure_cookies=options.secure_cookies,
             agents=options.agents,
+            workspace_store=workspace_store_url(),
         )
     except InboxConfigError as error:
         err(f"durable-agent inbox: {error}")

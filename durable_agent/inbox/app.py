@@ -72,6 +72,9 @@ class InboxSettings:
     """Only runs of these agents (all agents when empty)."""
     secure_cookies: bool = False
     """Send the session cookie over HTTPS only (behind TLS)."""
+    workspace_store: str | None = None
+    """Where the runs' workspaces are, to show a waiting run's changed files (None:
+    `DURABLE_AGENT_WORKSPACE_STORE`, else a worker's default, `.durable-agent/workspaces`)."""
 
     def __post_init__(self) -> None:
         if (self.users is None) == (self.trusted_user_header is None):
@@ -244,6 +247,7 @@ class _Inbox:
                 limit=self.settings.max_runs,
                 conversation=self.settings.conversation_messages,
                 agent_names=self.settings.agents,
+                workspace_store=self.settings.workspace_store,
             )
         except AgentRunError as error:
             return [], error.message
@@ -350,6 +354,7 @@ class _Inbox:
                 identity,
                 conversation=self.settings.conversation_messages,
                 flash=flash,
+                workspace_store=self.settings.workspace_store,
             )
             return self.page(
                 request,

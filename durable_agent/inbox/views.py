@@ -26,10 +26,12 @@ from durable_agent.contract.messages import (
     UserPromptPart,
 )
 from durable_agent.engine.approvers import approver_problem
+from durable_agent.environments.workspace import default_store_url
 from durable_agent.temporal.client import AgentClient, AgentRunError, RunClosed, RunNotFound
 from durable_agent.temporal.wire import AgentStatusView, PendingApprovalView
 
 from .auth import Identity
+from .workspace import WorkspaceChanges, workspace_changes
 
 __all__ = [
     "CallCard",
@@ -102,6 +104,8 @@ class RunCard:
     flash: Flash | None = None
     problem: str | None = None
     """Why the run's details could not be read (e.g. no worker answered)."""
+    workspace: WorkspaceChanges | None = None
+    """The files the run changed since it started (a run with a workspace)."""
     fingerprint: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -191,6 +195,37 @@ def _card_calls(
     return approvals, deferred
 
 
+_START_REFS: dict[tuple[str, str | None], str | None] = {}
+"""Each run's tree at its first checkpoint, by (workflow id, agent run id): it never changes."""
+_START_REFS_KEPT = 1024
+
+
+async def _start_ref(handle: Any, run_id: str | None) -> str | None:
+    key = (handle.id, run_id)
+    if key not in _START_REFS:
+        chain = await handle.checkpoint_chain()
+        refs = [c.environment_ref for c in chain.checkpoints if c.environment_ref]
+        if len(_START_REFS) >= _START_REFS_KEPT:
+            _START_REFS.clear()
+        _START_REFS[key] = refs[0] if refs else None
+    return _START_REFS[key]
+
+
+async def _workspace(
+    handle: Any, view: AgentStatusView, store: str | None
+) -> WorkspaceChanges | None:
+    """The run's changed files since it started, when it has a workspace."""
+    head = view.environment_ref
+    if head is None or not head.startswith("workspace:"):
+        return None
+    try:
+        base = await _start_ref(handle, view.run_id)
+    except AgentRunError as error:
+        return WorkspaceChanges(None, head, problem=f"its checkpoints: {error.message}")
+    url = store or default_store_url()
+    return await asyncio.to_thread(workspace_changes, url, base, head)
+
+
 async def load_run(
     agents: AgentClient,
     workflow_id: str,
@@ -198,8 +233,10 @@ async def load_run(
     *,
     conversation: int = 30,
     flash: Flash | None = None,
+    workspace_store: str | None = None,
 ) -> RunCard | None:
-    """The card of one run; None when it is gone or no longer waits for anyone."""
+    """The card of one run; None when it is gone or no longer waits for anyone.
+    `workspace_store`: where its workspace's files are (None: as a worker's default)."""
     handle = agents.get(workflow_id)
     try:
         view = await handle.status()
@@ -223,6 +260,7 @@ async def load_run(
                 item.conversation = conversation_lines(held)
     except AgentRunError as error:
         problem = f"the conversation could not be read: {error.message}"
+    changes = await _workspace(handle, view, workspace_store)
     card = RunCard(
         workflow_id=workflow_id,
         agent=view.agent,
@@ -236,6 +274,7 @@ async def load_run(
         cost=view.usage.cost,
         flash=flash,
         problem=problem,
+        workspace=changes,
     )
     card.fingerprint = {
         "id": workflow_id,
@@ -245,6 +284,7 @@ async def load_run(
         "deferred": [c.call.tool_call_id for c in deferred],
         "messages": len(lines),
         "problem": problem,
+        "workspace": view.environment_ref,
     }
     return card
 
@@ -256,6 +296,7 @@ async def load_runs(
     limit: int = 50,
     conversation: int = 30,
     agent_names: tuple[str, ...] = (),
+    workspace_store: str | None = None,
 ) -> list[RunCard]:
     """Every run whose `AgentStatus` is waiting (of `agent_names` only, when given), newest
     first, read concurrently.
@@ -268,7 +309,16 @@ async def load_runs(
     listed.sort(key=lambda run: run.start_time, reverse=True)
     listed = listed[:limit]
     cards = await asyncio.gather(
-        *(load_run(agents, run.workflow_id, identity, conversation=conversation) for run in listed)
+        *(
+            load_run(
+                agents,
+                run.workflow_id,
+                identity,
+                conversation=conversation,
+                workspace_store=workspace_store,
+            )
+            for run in listed
+        )
     )
     return [card for card in cards if card is not None]
 
