@@ -4,10 +4,12 @@
 
 The worker is the library's `durable-agent worker` command (`durable_agent.cli.worker`);
 this file adds what the application brings: the example agents (`workflows.agents`, the
-research team in `workflows.research`, tools in `activities.tools`), `ReleaseWorkflow`
+research team in `workflows.research`, the `coder` in `workflows.coder` with its workspace
+tools in `activities.coding`, tools in `activities.tools`), `ReleaseWorkflow`
 (`workflows.release`) and its activity (`activities.release`). Environment:
 TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE (default `default`),
-TEMPORAL_TASK_QUEUE (default `durable-agent`).
+TEMPORAL_TASK_QUEUE (default `durable-agent`), DURABLE_AGENT_WORKSPACE_STORE (the coder's
+files; default `.durable-agent/workspaces`, with --dev `.temporal/workspaces`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from durable_agent.temporal.worker import exit_process
 from workflows import WORKFLOWS
 
 APPLICATION = Application(
-    agent_modules=("workflows.agents", "workflows.research"),
+    agent_modules=("workflows.agents", "workflows.research", "workflows.coder"),
     workflows=WORKFLOWS,
     activities=ACTIVITIES,
 )

@@ -20,15 +20,19 @@ __all__ = ["ROOT", "sample_worker"]
 
 @contextlib.contextmanager
 def sample_worker(
-    server: DevServer, log: Path, task_queue: str | None = None
+    server: DevServer,
+    log: Path,
+    task_queue: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[dict[str, str]]:
     """Runs `python worker.py` against `server` on `task_queue` (default: one of its own);
     yields the environment a user's shell would have to reach it (no OpenAI key: the
-    scripted models)."""
+    scripted models), with `extra_env` (e.g. the workspace store) in both."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DURABLE_AGENT_"))},
         "TEMPORAL_ADDRESS": server.address,
         "TEMPORAL_TASK_QUEUE": task_queue or f"sample-{uuid.uuid4().hex[:8]}",
+        **(extra_env or {}),
     }
     with open(log, "ab") as output:
         worker = subprocess.Popen(
