@@ -129,9 +129,7 @@ async def test_on_temporal_each_member_activity_names_its_member(
         handle = await start_agent(client, worker, agent.name, "hi")
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.output == "from gpt"
-    spans = await receiver.wait_for(
-        lambda s: any(x.name == f"invoke_agent {agent.name}" for x in s)
-    )
+    spans = await receiver.wait_for(lambda s: any(x.name == f"run_end {agent.name}" for x in s))
     (run,) = [s for s in spans if s.name.startswith("invoke_agent")]
     first, second, answered = chats(spans)  # the first member's two attempts, then the next
     asked(first, "claude-sonnet-4-5", "anthropic", failed=True)
@@ -139,3 +137,5 @@ async def test_on_temporal_each_member_activity_names_its_member(
     asked(answered, "gpt-5", "openai", failed=False)
     assert {s.parent_span_id for s in (first, second, answered)} == {run.span_id}
     assert not [s for s in spans if "fallback:" in s.name]
+    (end,) = [s for s in spans if s.name.startswith("run_end")]
+    assert end.attributes["durable_agent.status"] == "completed"

@@ -1,7 +1,8 @@
 """Traces by the OpenTelemetry GenAI conventions, exported by the real SDK over OTLP/HTTP to
 a receiver in the test (`otlp_receiver`): in-process runs, runs on Temporal (one trace per
 run across continue-as-new, a human's decision and a worker SIGKILL; no span from a
-replay), message content only when asked for."""
+replay; the run's span at its start and its `run_end`, see also `test_tracing_waits.py`),
+message content only when asked for."""
 
 from __future__ import annotations
 
@@ -272,19 +273,21 @@ async def test_a_run_on_temporal_is_one_trace_across_continue_as_new_and_a_human
         result = await handle.result()
         latest = await handle.query(AgentWorkflow.latest_checkpoint)
     assert result.output == f"done {SECRET}"
-    spans = await receiver.wait_for(lambda s: any(x.name.startswith("invoke_agent") for x in s))
+    spans = await receiver.wait_for(lambda s: any(x.name == f"run_end {name}" for x in s))
     named = by_name(spans)
-    (run,) = named[f"invoke_agent {name}"]
+    (run,) = named[f"invoke_agent {name}"]  # exported when the run started
+    (end,) = named[f"run_end {name}"]  # and its end, once
     assert {s.trace_id for s in spans} == {run.trace_id}
     assert len({s.span_id for s in spans}) == len(spans)
     assert len(named["chat test"]) == 3
     assert len(named["execute_tool lookup"]) == 2
     assert len(named["approval lookup"]) == 2
     assert all(s.parent_span_id == run.span_id for s in spans if s is not run)
-    assert run.attributes["durable_agent.status"] == "completed"
+    assert end.attributes["durable_agent.status"] == "completed"
     assert run.attributes["durable_agent.workflow_id"] == handle.id
+    assert end.attributes["durable_agent.workflow_id"] == handle.id
     assert run.start <= min(s.start for s in spans)
-    assert run.end >= max(s.end for s in spans)
+    assert end.end >= max(s.end for s in spans)
     decision = named["approval lookup"][0]
     assert decision.attributes["durable_agent.approval.decided_by"] == "alice"
     assert decision.attributes["durable_agent.approval.approved"] is True
@@ -414,7 +417,7 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     assert view.continued_as_new >= 2
 
     spans = await receiver.wait_for(
-        lambda s: any(x.name == "invoke_agent trace-demo" for x in s), timeout=30
+        lambda s: any(x.name == "run_end trace-demo" for x in s), timeout=30
     )
     workers[1].send_signal(signal.SIGTERM)  # a clean stop flushes what is left
     workers[1].wait(30)
@@ -422,6 +425,7 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     spans = list(receiver.spans)
     named = by_name(spans)
     (run,) = named["invoke_agent trace-demo"]
+    (end,) = named["run_end trace-demo"]
     assert {s.trace_id for s in spans} == {run.trace_id}
     requests = (tmp_path / "model_requests").read_text().splitlines()
     assert len(named["chat trace-script"]) == len(requests) == 3
@@ -441,7 +445,7 @@ async def test_one_trace_across_a_worker_kill_an_approval_and_continue_as_new(
     assert chat.attributes["gen_ai.usage.output_tokens"] == 7
     assert chat.attributes["gen_ai.response.finish_reasons"] == ["tool_calls"]
     assert run.resource["service.name"] == "tracing-test-worker"
-    assert run.attributes["gen_ai.usage.input_tokens"] == 600
+    assert end.attributes["gen_ai.usage.input_tokens"] == 600
     assert latest is not None
     assert latest.resume.trace_context is not None
     assert latest.resume.trace_context.trace_id == run.trace_id
@@ -510,10 +514,13 @@ async def test_a_sub_agent_on_temporal_is_nested_in_its_parent(
         handle = await start_agent(client, worker, parent.name, "go")
         result = await handle.result()
     assert result.output == "relayed"
-    spans = await receiver.wait_for(
-        lambda s: any(x.name == f"invoke_agent {parent.name}" for x in s)
-    )
+    spans = await receiver.wait_for(lambda s: any(x.name == f"run_end {parent.name}" for x in s))
     nested(spans, parent, child)
+    named = by_name(spans)
+    for agent in (parent, child):  # each run's end, once, under its own run's span
+        (run,) = named[f"invoke_agent {agent.name}"]
+        (end,) = named[f"run_end {agent.name}"]
+        assert end.parent_span_id == run.span_id
 
 
 def test_the_worker_reads_the_standard_otlp_variables() -> None:

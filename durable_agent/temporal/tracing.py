@@ -9,13 +9,20 @@ inherits it through `temporalio.contrib.opentelemetry`'s header propagation: the
 `execute_tool` spans its activities make (`durable_agent.telemetry`), and the runs of its
 sub-agents (child workflows), which nest in the parent's trace.
 
-The span itself is exported exactly once, when the run ends (completes, fails or is
-cancelled, not when it continues as new), by the worker that ends it, with the recorded ids,
-start time and the end's time from workflow time: a worker that dies holds nothing that is
-lost, a replay emits nothing (spans go out only while the workflow is not replaying
-history). Human decisions are spans of their own (`approval {tool}`, from the moment the
-run began to wait to the decision), emitted as they arrive. Workflow-side spans are built
-with ids fixed in advance, never drawn from the workflow's random numbers.
+The span is exported when the run starts, so that a run waiting a week for a human has, in
+every trace viewer, the parent its children name: a mark at the run's start with who and
+what it is. What only the end knows (status, usage, cost, why it failed) goes out once the
+run ends (completes, fails or is cancelled, not when it continues as new) as `run_end
+{agent}`, a child of the run's span from the run's start to its end. Both are emitted by
+live workflow code only (`workflow_spans`): a replay, on a new worker after a restart or a
+crash, emits nothing; continue-as-new carries the context and begins no new span. A run that
+fails at its very first step (an unknown agent, a model it does not allow, a fork of a
+boundary that does not exist) has no state to carry a context: it gets one
+`invoke_agent` span, failed, from its start to that failure. Chains that began under a
+release that exported the run's span at its end (no `workflow.patched(RUN_SPAN_PATCH)`
+marker, no `run_span` in the context) keep doing so, so nothing of theirs is lost or
+doubled. Human decisions are spans of their own (`approval {tool}`, from the moment the run
+began to wait to the decision), emitted as they arrive.
 
 Switched on per worker: `DurableAgentPlugin(tracing=True)` uses the global tracer provider,
 `tracing=provider` that one; the `durable-agent worker` (and `python worker.py`) turns it on
@@ -27,24 +34,12 @@ provider is, and workflows add nothing to their headers.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 import opentelemetry.context
-import structlog
 from opentelemetry import trace
-from opentelemetry.trace import (
-    Link,
-    NonRecordingSpan,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    TraceFlags,
-)
+from opentelemetry.trace import Link, NonRecordingSpan, Status, StatusCode
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 from temporalio.worker import (
@@ -67,10 +62,12 @@ from ..contract.state import AgentRunState
 from ..contract.trace_context import TraceContext
 from ..engine import telemetry
 from . import run_metrics
-from ._sdk import propagating_interceptor_class, sdk_tracer_provider
+from ._sdk import propagating_interceptor_class
 from .otlp import OTLP_ENDPOINT_ENVS, TracingConfigError, flush, provider_from_env
+from .workflow_spans import Tracing, active, emit, hex_id, traced_run
 
 __all__ = [
+    "RUN_SPAN_PATCH",
     "subagent_tool_span",
     "OTLP_ENDPOINT_ENVS",
     "TracingConfigError",
@@ -83,26 +80,15 @@ __all__ = [
     "traced_sink",
 ]
 
-log = structlog.get_logger("durable_agent.tracing")
-
 _START = "start_time_unix_nano"
-
-
-@dataclass(frozen=True)
-class Tracing:
-    """A worker's choice: `provider` None means the global tracer provider."""
-
-    provider: trace.TracerProvider | None = None
-    warned: set[str] = field(default_factory=set, compare=False, repr=False)
-    """The kinds of provider this worker has said it cannot emit run spans to (once each):
-    the worker's own, as its workflows write it, not the process's."""
-
-    def resolve(self) -> trace.TracerProvider:
-        return self.provider if self.provider is not None else trace.get_tracer_provider()
-
-
-_active: ContextVar[Tracing | None] = ContextVar("durable_agent_workflow_tracing", default=None)
-"""Inside a workflow: its worker's tracing, None when off."""
+RUN_SPAN = "run_span"
+"""`TraceContext.metadata` key: `at_start` when the chain's `invoke_agent` span is exported
+at its start (and its end as `run_end`); absent in chains begun by a release that exported
+it at the end, which go on doing so."""
+AT_START = "at_start"
+RUN_SPAN_PATCH = "durable-agent-run-span-at-start"
+"""Marks the histories whose run span went out at the start: a run recorded before (no
+marker) and replayed here exports its span at its end, as it would have."""
 
 
 # -- interceptors ---------------------------------------------------------------------------------
@@ -133,7 +119,7 @@ def context_propagation() -> Interceptor:
 
 class TelemetryInterceptor(Interceptor):
     """Tells activities which provider their spans go to (none when tracing is off), and
-    workflows whether they trace; emits a run's span when its workflow ends."""
+    workflows whether they trace; emits a run's end when its workflow ends."""
 
     def __init__(self, tracing: Tracing | None) -> None:
         self.tracing = tracing
@@ -173,7 +159,7 @@ class _WorkflowTelemetry(WorkflowInboundInterceptor):
     tracing: Tracing
 
     async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-        _active.set(self.tracing)
+        active.set(self.tracing)
         try:
             result = await super().execute_workflow(input)
         except workflow.ContinueAsNewError:
@@ -190,17 +176,33 @@ class _WorkflowTelemetry(WorkflowInboundInterceptor):
 
 def begin_run(state: AgentRunState, *, forked: bool = False) -> None:
     """Gives a run starting in this workflow its trace context (kept from the run before
-    when it continued as new; a fork starts a trace of its own, linked to its source's) and
-    makes it the workflow's current context. Nothing when tracing is off."""
-    if _active.get() is None:
+    when it continued as new; a fork starts a trace of its own, linked to its source's),
+    makes it the workflow's current context and, when this begins the chain's trace,
+    exports its `invoke_agent` span. Nothing when tracing is off."""
+    tracing = active.get()
+    if tracing is None:
         return
+    agent = _agent_name()
     context = state.trace_context
-    if context is None or forked or not context.trace_id or not context.span_id:
+    begins = context is None or forked or not context.trace_id or not context.span_id
+    if begins:
         context = _new_context(source=context if forked else None)
-        state.trace_context = context
+    assert context is not None
+    if context.metadata.get(RUN_SPAN) != AT_START and workflow.patched(RUN_SPAN_PATCH):
+        # A new chain; or one begun by an earlier release, whose span went out at its end
+        # and so has not gone out yet: from here on, at its start (now, late) and its end.
+        context = context.model_copy(update={"metadata": {**context.metadata, RUN_SPAN: AT_START}})
+        _start_span(tracing, agent, state, context)
+    state.trace_context = context
     span_context = telemetry.span_context_of(context, remote=False)
     if span_context is not None:
         opentelemetry.context.attach(trace.set_span_in_context(NonRecordingSpan(span_context)))
+
+
+def _agent_name() -> str:
+    """The agent this workflow runs, as its input names it (`LiveRun.input`)."""
+    live = getattr(workflow.instance(), "live", None)
+    return str(getattr(getattr(live, "input", None), "agent", None) or "agent")
 
 
 def _new_context(source: TraceContext | None) -> TraceContext:
@@ -213,78 +215,141 @@ def _new_context(source: TraceContext | None) -> TraceContext:
         parent_span_id: str | None = f"{parent.span_id:016x}"
         metadata["trace_flags"] = f"{int(parent.trace_flags):02x}"
     else:
-        trace_id = _hex(seed, "trace", 32)
+        trace_id = hex_id(seed, "trace", 32)
         parent_span_id = None
         metadata["trace_flags"] = "01"
     if source is not None and source.trace_id and source.span_id:
         metadata["forked_from"] = {"trace_id": source.trace_id, "span_id": source.span_id}
     return TraceContext(
         trace_id=trace_id,
-        span_id=_hex(seed, "span", 16),
+        span_id=hex_id(seed, "span", 16),
         parent_span_id=parent_span_id,
         metadata=metadata,
     )
 
 
-def _hex(seed: str, what: str, digits: int) -> str:
-    value = hashlib.sha256(f"durable-agent/{what}/{seed}".encode()).hexdigest()[:digits]
-    return value if int(value, 16) else "1".rjust(digits, "0")
-
-
-def _traced_run() -> tuple[Any, Any, AgentRunState, TraceContext] | None:
-    """This workflow's instance, its `LiveRun` and state, and the run's trace context; None
-    while replaying (nothing is emitted then) or before the run has a traced state."""
-    if workflow.unsafe.is_replaying_history_events():
-        return None
-    instance = workflow.instance()
-    live = getattr(instance, "live", None)
-    state: AgentRunState | None = getattr(live, "state", None)
-    if state is None or state.trace_context is None:
-        return None
-    return instance, live, state, state.trace_context
-
-
-def _end_run(tracing: Tracing, error: BaseException | None) -> None:
-    run = _traced_run()
-    if run is None:
-        return
-    _, live, state, context = run
-    name = getattr(getattr(live, "input", None), "agent", "agent")
+def _run_attributes(agent: str, state: AgentRunState | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": name,
-        "gen_ai.conversation.id": state.conversation_id,
-        "durable_agent.run_id": state.run_id,
+        "gen_ai.agent.name": agent,
         "durable_agent.workflow_id": workflow.info().workflow_id,
     }
-    links = []
+    if state is not None:
+        attributes["gen_ai.conversation.id"] = state.conversation_id
+        attributes["durable_agent.run_id"] = state.run_id
+    return attributes
+
+
+def _links(context: TraceContext) -> list[Link]:
     source = context.metadata.get("forked_from")
     if isinstance(source, Mapping):
         linked = telemetry.span_context_of(TraceContext.model_validate(source))
         if linked is not None:
-            links.append(Link(linked, {"durable_agent.link": "forked_from"}))
-    status = None
+            return [Link(linked, {"durable_agent.link": "forked_from"})]
+    return []
+
+
+def _start_span(tracing: Tracing, agent: str, state: AgentRunState, context: TraceContext) -> None:
+    """The run's `invoke_agent` span, a mark at its start (live only: a replay of the task
+    that began the run emits nothing)."""
+    if workflow.unsafe.is_replaying_history_events():
+        return
+    start = int(context.metadata.get(_START) or workflow.time_ns())
+    emit(
+        tracing,
+        f"invoke_agent {agent}",
+        context,
+        start=start,
+        end=start,
+        attributes=_run_attributes(agent, state),
+        links=_links(context),
+    )
+
+
+def _end_run(tracing: Tracing, error: BaseException | None) -> None:
+    if workflow.unsafe.is_replaying_history_events():
+        return
+    live = getattr(workflow.instance(), "live", None)
+    name = _agent_name()
     failure = getattr(live, "error", None)
+    status = None
+    attributes: dict[str, Any] = {}
     if error is not None and failure is None:
         failure = "cancelled" if isinstance(error, asyncio.CancelledError) else str(error)
         attributes["error.type"] = type(error).__name__
     if failure is not None:
         status = Status(StatusCode.ERROR, str(failure))
         attributes.setdefault("error.type", str(failure).partition(":")[0])
+    run_metrics.run_ended(name, failure, error)
+    run = traced_run()
+    if run is None:
+        _failed_at_first_step(tracing, name, live, attributes, status, error)
+        return
+    _, _, state, context = run
 
     def finish(span: Any) -> None:
         telemetry.finish_run_span(span, state)
         if status is not None:
             span.set_status(status)
 
-    run_metrics.run_ended(name, failure, error)
-    _emit(
+    start = int(context.metadata.get(_START) or workflow.time_ns())
+    if context.metadata.get(RUN_SPAN) != AT_START:  # a chain begun by an earlier release
+        attributes = {**_run_attributes(name, state), **attributes}
+        emit(
+            tracing,
+            f"invoke_agent {name}",
+            context,
+            start=start,
+            attributes=attributes,
+            links=_links(context),
+            finish=finish,
+        )
+        return
+    end = TraceContext(
+        trace_id=context.trace_id,
+        span_id=hex_id(f"{context.span_id}/end", "run_end", 16),
+        parent_span_id=context.span_id,
+        metadata=context.metadata,
+    )
+    attributes = {**_run_attributes(name, state), **attributes}
+    del attributes["gen_ai.operation.name"]  # not a second invocation of the agent
+    emit(tracing, f"run_end {name}", end, start=start, attributes=attributes, finish=finish)
+
+
+def _failed_at_first_step(
+    tracing: Tracing,
+    name: str,
+    live: Any,
+    attributes: dict[str, Any],
+    status: Status | None,
+    error: BaseException | None,
+) -> None:
+    """A run that ended before it had a traced state (an unknown agent, a model it does not
+    allow, bad input, a fork of a boundary that does not exist): one `invoke_agent` span
+    from the workflow's start to now, with why."""
+    state = getattr(live, "state", None)
+    if error is None or (state is not None and state.trace_context is not None):
+        return
+    context = _new_context(source=None)
+    started = workflow.info().start_time.timestamp()
+    attributes = {
+        **_run_attributes(name, state),
+        "durable_agent.status": "cancelled"
+        if isinstance(error, asyncio.CancelledError)
+        else "failed",
+        **attributes,
+    }
+
+    def finish(span: Any) -> None:
+        if status is not None:
+            span.set_status(status)
+
+    emit(
         tracing,
         f"invoke_agent {name}",
         context,
-        start=int(context.metadata.get(_START) or workflow.time_ns()),
+        start=min(int(started * 1e9), workflow.time_ns()),
         attributes=attributes,
-        links=links,
         finish=finish,
     )
 
@@ -293,7 +358,7 @@ def traced_sink(sink: StreamSink) -> StreamSink:
     """The workflow's record sink, emitting a span for each human decision as it arrives
     (`approval {tool}` or `deferred_result {tool}`: who decided what, and when). The sink
     itself when tracing is off."""
-    tracing = _active.get()
+    tracing = active.get()
     if tracing is None:
         return sink
 
@@ -311,7 +376,7 @@ def traced_sink(sink: StreamSink) -> StreamSink:
 def _decision_span(
     tracing: Tracing, seq: int, data: ApprovalDecidedData | DeferredResultData
 ) -> None:
-    run = _traced_run()
+    run = traced_run()
     if run is None:
         return
     instance, _, _, parent = run
@@ -337,11 +402,11 @@ def _decision_span(
         name = f"deferred_result {tool}"
     child = TraceContext(
         trace_id=parent.trace_id,
-        span_id=_hex(f"{parent.span_id}/{seq}/{call_id}", "decision", 16),
+        span_id=hex_id(f"{parent.span_id}/{seq}/{call_id}", "decision", 16),
         parent_span_id=parent.span_id,
         metadata=parent.metadata,
     )
-    _emit(tracing, name, child, start=min(start, now), attributes=attributes)
+    emit(tracing, name, child, start=min(start, now), attributes=attributes)
     run_metrics.decision_duration(data.KIND, tool, (now - min(start, now)) / 1e9)
 
 
@@ -356,119 +421,18 @@ def subagent_tool_span(
     """The `execute_tool` span of a sub-agent call whose child workflow ended, beside the
     child's own `invoke_agent` span, in the parent run's trace (live only; its id is fixed
     by the child's workflow id, unique over the parent's chain)."""
-    tracing = _active.get()
-    run = _traced_run() if tracing is not None else None
+    tracing = active.get()
+    run = traced_run() if tracing is not None else None
     if tracing is None or run is None:
         return
     parent = run[3]
     context = TraceContext(
         trace_id=parent.trace_id,
-        span_id=_hex(f"{parent.span_id}/tool/{child_workflow_id}", "tool", 16),
+        span_id=hex_id(f"{parent.span_id}/tool/{child_workflow_id}", "tool", 16),
         parent_span_id=parent.span_id,
         metadata=parent.metadata,
     )
     attributes = telemetry.tool_attributes(agent_name, call_name, call_id, "agent")
     if error_type is not None:
         attributes["error.type"] = error_type
-    _emit(tracing, f"execute_tool {call_name}", context, start=start_ns, attributes=attributes)
-
-
-def _emit(
-    tracing: Tracing,
-    name: str,
-    context: TraceContext,
-    *,
-    start: int,
-    attributes: dict[str, Any],
-    links: list[Link] | None = None,
-    finish: Any = None,
-) -> None:
-    """Exports one finished span with the ids `context` names (its parent:
-    `parent_span_id`), started at `start` and ending now (workflow time). Outside the
-    sandbox's restrictions (an exporter may do I/O and import as it likes: nothing of it
-    reaches workflow state), and never failing the workflow task."""
-    try:
-        with workflow.unsafe.sandbox_unrestricted(), workflow.unsafe.imports_passed_through():
-            _export(tracing, name, context, start, attributes, links, finish)
-    except Exception as error:
-        log.warning("could not emit a workflow span", span=name, error=repr(error))
-
-
-def _export(
-    tracing: Tracing,
-    name: str,
-    context: TraceContext,
-    start: int,
-    attributes: dict[str, Any],
-    links: list[Link] | None,
-    finish: Any,
-) -> None:
-    try:
-        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-    except ImportError:  # no SDK: nothing would export it anyway
-        return
-    provider: Any = tracing.resolve()
-    sdk = sdk_tracer_provider(provider)  # a ReplaySafeTracerProvider's own
-    if not isinstance(sdk, SdkTracerProvider):
-        _unsupported(tracing, type(provider).__name__)
-        return
-    if context.trace_id is None or context.span_id is None:
-        return
-    # A tracer of its own scope whose id generator answers the ids given in advance: the
-    # SDK caches one tracer per scope, and the activities' spans (scope INSTRUMENTATION)
-    # must keep drawing random ids.
-    tracer: Any = sdk.get_tracer(WORKFLOW_SPANS)
-    if not isinstance(tracer.id_generator, _FixedIds):
-        tracer.id_generator = _FixedIds()
-    flags = TraceFlags(int(str(context.metadata.get("trace_flags", "01")), 16))
-    parent = None
-    if context.parent_span_id:
-        remote = SpanContext(
-            int(context.trace_id, 16), int(context.parent_span_id, 16), True, flags
-        )
-        parent = trace.set_span_in_context(NonRecordingSpan(remote))
-    ids = _given_ids.set((int(context.trace_id, 16), int(context.span_id, 16)))
-    try:
-        span = tracer.start_span(
-            name,
-            context=parent if parent is not None else opentelemetry.context.Context(),
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            links=links or None,
-            start_time=start,
-        )
-    finally:
-        _given_ids.reset(ids)
-    if finish is not None:
-        finish(span)
-    span.end(end_time=max(workflow.time_ns(), start))
-
-
-WORKFLOW_SPANS = f"{telemetry.INSTRUMENTATION}.workflow"
-"""The instrumentation scope of the spans workflow code emits with ids given in advance."""
-
-_given_ids: ContextVar[tuple[int, int]] = ContextVar("durable_agent_given_span_ids")
-"""The trace and span id of the span being emitted (set around `start_span`, per thread
-and task, so workflows emitting at once on other threads do not see each other's)."""
-
-
-class _FixedIds:
-    """An id generator that answers the ids the span being emitted was given in advance."""
-
-    def generate_trace_id(self) -> int:
-        return _given_ids.get()[0]
-
-    def generate_span_id(self) -> int:
-        return _given_ids.get()[1]
-
-    def is_trace_id_random(self) -> bool:
-        return False
-
-
-def _unsupported(tracing: Tracing, kind: str) -> None:
-    if kind not in tracing.warned:
-        tracing.warned.add(kind)
-        log.warning(
-            "the tracer provider is not the OpenTelemetry SDK's; run spans are not emitted",
-            provider=kind,
-        )
+    emit(tracing, f"execute_tool {call_name}", context, start=start_ns, attributes=attributes)
