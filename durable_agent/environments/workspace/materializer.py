@@ -20,6 +20,7 @@ while they are copied from the store, and renamed into place.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -47,8 +48,29 @@ SETTLED_NS = 2_000_000_000
 """How far in the past a materialized or stored file's mtime is set."""
 
 PARALLEL_FROM = 32
-WRITERS = 4
-"""More files than `PARALLEL_FROM` to write are written by `WRITERS` threads."""
+"""More files than this to write, from a store that answers many requests at once
+(`ObjectStore.parallel`, S3's), are written by that many threads."""
+
+WHOLE_BYTES = 1 << 20
+"""Files up to this size are read whole from the store (one read, hashed, one write);
+larger ones are copied in pieces, hashed on the way."""
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (Linux); 0o777 where unknown, so
+    every file gets its mode set."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o777
+
+
+_UMASK = _umask()
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 MAX_RUNS = 32
 MAX_IDLE_PER_RUN = 4
@@ -172,21 +194,40 @@ class Materializer:
         diff = self.trees.diff(checkout.tree, tree)
         for path in diff.deleted:
             self._remove(checkout, path)
-        ready: set[str] = set()
         root = str(checkout.path)
-        targets = [
-            (self._clear_way(root, checkout, path, ready), path, entry)
-            for path, entry in (*diff.added.items(), *diff.modified.items())
-        ]
-        if len(targets) > PARALLEL_FROM:
-            # creating files is system calls that release the GIL: a few at once
-            with ThreadPoolExecutor(WRITERS, thread_name_prefix="materialize") as pool:
+        writes = [*diff.added.items(), *diff.modified.items()]
+        if checkout.tree == EMPTY_TREE_ID and not checkout.files and not checkout.dirty:
+            # a new checkout: its folders are made once each, nothing is in the way (a file
+            # that is, all the same, is cleared by `_create`)
+            targets = self._folders(root, writes)
+        else:
+            ready: set[str] = set()
+            targets = [
+                (self._clear_way(root, checkout, path, ready), path, entry)
+                for path, entry in writes
+            ]
+        writers = self.trees.store.parallel
+        if len(targets) > PARALLEL_FROM and writers > 1:
+            with ThreadPoolExecutor(writers, thread_name_prefix="materialize") as pool:
                 for _ in pool.map(lambda t: self._create(checkout, *t), targets):
                     pass
         else:
             for target in targets:
                 self._create(checkout, *target)
         checkout.tree = tree
+
+    @staticmethod
+    def _folders(root: str, writes: list[tuple[str, Entry]]) -> list[tuple[str, str, Entry]]:
+        """Makes the folders of a new checkout's files, parents first; the files' targets."""
+        folders: set[str] = set()
+        for path, _ in writes:
+            parts = path.split("/")[:-1]
+            for depth in range(1, len(parts) + 1):
+                folders.add("/".join(parts[:depth]))
+        for folder in sorted(folders):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(f"{root}/{folder}")
+        return [(f"{root}/{path}", path, entry) for path, entry in writes]
 
     def _remove(self, checkout: Checkout, path: str) -> None:
         target = checkout.path / path
@@ -214,12 +255,22 @@ class Materializer:
         self._create(checkout, target, path, entry)
 
     def _create(self, checkout: Checkout, target: str, path: str, entry: Entry) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(target, flags, 0o644)
         try:
-            with open(fd, "wb", buffering=0, closefd=False) as out:
-                self.trees.copy_blob(entry.id, out)
-            os.fchmod(fd, 0o755 if entry.executable else 0o644)
+            fd = os.open(target, _CREATE, 0o644)
+        except (FileExistsError, NotADirectoryError, FileNotFoundError):
+            target = self._clear_way(str(checkout.path), checkout, path, set())
+            fd = os.open(target, _CREATE, 0o644)
+        try:
+            if entry.size <= WHOLE_BYTES:
+                data = memoryview(self.trees.read_blob(entry.id))
+                while data:
+                    data = data[os.write(fd, data) :]
+            else:
+                with open(fd, "wb", buffering=0, closefd=False) as out:
+                    self.trees.copy_blob(entry.id, out)
+            mode = 0o755 if entry.executable else 0o644
+            if entry.executable or _UMASK & 0o644:
+                os.fchmod(fd, mode)
             past = time.time_ns() - SETTLED_NS
             os.utime(fd, ns=(past, past))
             info = os.fstat(fd)
@@ -312,25 +363,29 @@ class Materializer:
         root = checkout.path
         base = str(root)
         seen: set[str] = set()
-        candidates = self._walk(root) if only is None else iter(sorted(only))
-        for relative in candidates:
+        known_files = checkout.files
+        candidates = self._walk(root) if only is None else self._stat(base, only)
+        for relative, info in candidates:
             target: Path | None = None
-            try:
-                info = os.lstat(f"{base}/{relative}")
-            except FileNotFoundError:
-                continue
-            except NotADirectoryError:
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                continue
+            mode = info.st_mode
             seen.add(relative)
-            if stat.S_ISLNK(info.st_mode):
+            if stat.S_ISREG(mode):
+                # the common case, kept short: a file as the manifest left it
+                found.size += info.st_size
+                known = known_files.get(relative)
+                if known is not None and known.matches(info):
+                    continue
+            if stat.S_ISLNK(mode):
                 if not strict:
                     found.changed[relative] = Entry(relative, "file", EMPTY_TREE_ID, 0)
                     continue
                 info = self._link_target(root, relative)
                 target = (root / relative).resolve()
-            elif not stat.S_ISREG(info.st_mode):
+                found.size += info.st_size
+                known = known_files.get(relative)
+                if known is not None and known.matches(info):
+                    continue
+            elif not stat.S_ISREG(mode):
                 if not strict:
                     found.changed[relative] = Entry(relative, "file", EMPTY_TREE_ID, 0)
                     continue
@@ -338,10 +393,6 @@ class Materializer:
                     f"{relative!r} is not a regular file (a device, socket or pipe); a "
                     "workspace holds files only"
                 )
-            found.size += info.st_size
-            known = checkout.files.get(relative)
-            if known is not None and known.matches(info):
-                continue
             executable = bool(info.st_mode & stat.S_IXUSR)
             if not strict:
                 found.changed[relative] = Entry(relative, "file", EMPTY_TREE_ID, info.st_size)
@@ -364,9 +415,11 @@ class Materializer:
             found.gone = sorted(p for p in only if p not in seen and p in checkout.files)
         return found
 
-    def _walk(self, root: Path) -> list[str]:
-        """Every path under `root` that is not a real directory (files, links, devices)."""
-        out: list[str] = []
+    @staticmethod
+    def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
+        """Every path under `root` that is not a real directory (files, links, devices),
+        with its `lstat`, in no particular order."""
+        out: list[tuple[str, os.stat_result]] = []
         pending = [("", str(root))]
         while pending:
             prefix, folder = pending.pop()
@@ -374,9 +427,25 @@ class Materializer:
                 for item in entries:
                     if item.is_dir(follow_symlinks=False):
                         pending.append((f"{prefix}{item.name}/", item.path))
-                    else:
-                        out.append(prefix + item.name)
-        return sorted(out)
+                        continue
+                    try:
+                        out.append((prefix + item.name, item.stat(follow_symlinks=False)))
+                    except FileNotFoundError:
+                        continue
+        return out
+
+    @staticmethod
+    def _stat(base: str, paths: set[str]) -> list[tuple[str, os.stat_result]]:
+        """The `lstat` of each of `paths` that is there and is not a directory."""
+        out = []
+        for relative in sorted(paths):
+            try:
+                info = os.lstat(f"{base}/{relative}")
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                out.append((relative, info))
+        return out
 
     def _link_target(self, root: Path, relative: str) -> os.stat_result:
         resolved = (root / relative).resolve()

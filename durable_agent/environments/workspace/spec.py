@@ -16,6 +16,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ __all__ = ["DEFAULT_MAX_BYTES", "WorkspaceSpec", "read_directory"]
 
 DEFAULT_MAX_BYTES = 1 << 30
 """A workspace holds at most 1 GiB unless its agent says otherwise."""
+PARALLEL_FROM = 32
+"""More files than this are uploaded by `store.parallel` threads (a store over the network
+answers each put in a round trip; on a local disk one thread is fastest)."""
+WHOLE_BYTES = 1 << 20
 
 Source = bytes | Path
 """A file's content: bytes, or the local file holding them (hashed and copied in pieces)."""
@@ -37,17 +42,18 @@ def read_directory(root: Path) -> dict[str, tuple[Path, bool]]:
     """The regular files under `root` (links to files followed), by workspace path, with
     their executable bit."""
     found: dict[str, tuple[Path, bool]] = {}
-    for folder, dirs, files in os.walk(root):
+    base = str(root)
+    skip = len(base) + 1
+    for folder, dirs, files in os.walk(base):
         dirs.sort()
         for name in sorted(files):
-            path = Path(folder) / name
+            full = f"{folder}/{name}"
             try:
-                info = path.stat()
+                info = os.stat(full)
             except OSError:
                 continue
             if stat.S_ISREG(info.st_mode):
-                relative = path.relative_to(root).as_posix()
-                found[relative] = (path, bool(info.st_mode & stat.S_IXUSR))
+                found[full[skip:]] = (Path(full), bool(info.st_mode & stat.S_IXUSR))
     return found
 
 
@@ -63,14 +69,46 @@ def _digest(source: Source) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def hash_tree(
+def _each_file(
     files: Mapping[str, tuple[Source, bool]],
-    put_tree: Callable[[str, bytes], object] | None = None,
-    put_blob: Callable[[str, Source], object] | None = None,
-) -> tuple[str, int]:
-    """The root id and size of the tree of `files`; with `put_*`, its objects written."""
+    work: Callable[[Source], tuple[str, int]],
+    threads: int = 1,
+) -> dict[str, tuple[str, int]]:
+    """`work` (a digest, an upload) of every file's content by path, by `threads` threads
+    when there are many."""
+    paths = list(files)
+    if len(paths) <= PARALLEL_FROM or threads <= 1:
+        return {path: work(files[path][0]) for path in paths}
+    with ThreadPoolExecutor(threads, thread_name_prefix="workspace-files") as pool:
+        return dict(zip(paths, pool.map(lambda p: work(files[p][0]), paths), strict=True))
+
+
+def _store(store: ObjectStore, source: Source) -> tuple[str, int]:
+    """Puts one file's content; its id and size. A small file is read once (hashed and
+    written from the same bytes), a large one hashed, then copied in pieces."""
+    if isinstance(source, Path) and os.stat(source).st_size <= WHOLE_BYTES:
+        with open(source, "rb", buffering=0) as handle:
+            source = handle.readall()
+    if isinstance(source, bytes):
+        blob = hashlib.sha256(source).hexdigest()
+        store.put(blob, source)
+        return blob, len(source)
+    blob, size = _digest(source)
+    store.put_file(blob, source)
+    return blob, size
+
+
+def hash_tree(
+    files: Mapping[str, tuple[Source, bool]], store: ObjectStore | None = None
+) -> tuple[str, int, list[tuple[str, bytes]]]:
+    """The root id and size of the tree of `files`, and its directory objects (id, bytes);
+    with `store`, the files' objects are written to it as they are read."""
+    if store is not None:
+        digests = _each_file(files, lambda source: _store(store, source), store.parallel)
+    else:
+        digests = _each_file(files, _digest)
     nested: dict[str, Any] = {}
-    for path, (source, executable) in files.items():
+    for path, (_, executable) in files.items():
         parts = check_path(path)
         folder = nested
         for part in parts[:-1]:
@@ -78,7 +116,7 @@ def hash_tree(
             if not isinstance(child, dict):
                 raise UserError(f"workspace path {path!r} is both a file and a directory")
             folder = child
-        folder[parts[-1]] = (source, executable)
+        folder[parts[-1]] = (*digests[path], executable)
 
     def build(folder: dict[str, Any]) -> tuple[str, int]:
         entries: list[Entry] = []
@@ -87,19 +125,16 @@ def hash_tree(
                 sub, size = build(item)
                 entries.append(Entry(name, "dir", sub, size))
             else:
-                source: Source = item[0]
-                executable: bool = item[1]
-                blob, size = _digest(source)
-                if put_blob is not None:
-                    put_blob(blob, source)
+                blob, size, executable = item
                 entries.append(Entry(name, "file", blob, size, executable))
         data = encode_tree(entries)
         tree = hashlib.sha256(data).hexdigest()
-        if put_tree is not None:
-            put_tree(tree, data)
+        directories.append((tree, data))
         return tree, sum(e.size for e in entries)
 
-    return build(nested)
+    directories: list[tuple[str, bytes]] = []
+    root, size = build(nested)
+    return root, size, directories
 
 
 @dataclass(frozen=True)
@@ -132,13 +167,13 @@ class WorkspaceSpec:
                         f"{type(content).__name__}"
                     )
                 files[path] = content
-            tree, _ = hash_tree({p: (c, False) for p, c in files.items()})
+            tree, _, _ = hash_tree({p: (c, False) for p, c in files.items()})
             return cls(workspace_ref(tree), max_bytes, files)
         root = Path(initial).resolve()
         if not root.is_dir():
             problem = f"the workspace's initial directory {str(root)!r} does not exist"
             return cls(None, max_bytes, root, problem)
-        tree, _ = hash_tree(dict(read_directory(root).items()))
+        tree, _, _ = hash_tree(dict(read_directory(root).items()))
         return cls(workspace_ref(tree), max_bytes, root)
 
     def start_ref(self) -> str:
@@ -161,18 +196,14 @@ class WorkspaceSpec:
             files = {p: (c, False) for p, c in self.initial.items()}
         else:
             files = {}
-        tree, _ = hash_tree(files)
+        # the files' objects are written as they are read; the directories only once the
+        # tree is known to be the one the agent was built with
+        tree, _, directories = hash_tree(files, store)
         if workspace_ref(tree) != self.initial_ref:
             raise EnvironmentRestoreFailed(
                 f"the workspace's initial directory {str(self.initial)!r} changed since the "
                 f"agent was built (its tree is no longer {self.initial_ref}); restart the "
                 "worker to use the new content"
             )
-
-        def put_blob(blob: str, source: Source) -> None:
-            if isinstance(source, bytes):
-                store.put(blob, source)
-            else:
-                store.put_file(blob, source)
-
-        hash_tree(files, store.put, put_blob)
+        for tree_id, data in directories:
+            store.put(tree_id, data)
