@@ -215,10 +215,25 @@ def test_a_tool_outcome_in_history_names_its_change_without_repeating_its_base()
         tool_return=ToolReturn(tool_call_id="c1", name="t", content="ok"), workspace=change
     )
     packed = pack_tool_outcome(outcome, "c1", "t", base)
-    assert packed["workspace"] == {"environment_ref": new, "added": ["x.txt"]}
+    # the return itself, its change beside it: the new tree's id, the paths
+    assert packed == {"content": "ok", "ws": {"ref": "b" * 64, "added": ["x.txt"]}}
     assert unpack_tool_outcome(packed, "c1", "t", base) == outcome
-    # a change from another base (never, today) keeps it
-    assert pack_tool_outcome(outcome, "c1", "t", new)["workspace"]["base"] == base
+    # the first packing of part 1 (kind, environment_ref without base) still reads
+    first = {
+        "kind": "return",
+        "tool_return": {"content": "ok"},
+        "workspace": {"environment_ref": new, "added": ["x.txt"]},
+    }
+    assert unpack_tool_outcome(first, "c1", "t", base) == outcome
+    # a change from another base (never, today) keeps it, and its whole ref
+    other = pack_tool_outcome(outcome, "c1", "t", new)["ws"]
+    assert other == {"base": base, "ref": new, "added": ["x.txt"]}
+    assert unpack_tool_outcome(pack_tool_outcome(outcome, "c1", "t", new), "c1", "t", new) == (
+        outcome
+    )
+    # with a toolset change too, the outcome keeps its kind and its change
+    both = outcome.model_copy(update={"toolset_changed": True})
+    assert unpack_tool_outcome(pack_tool_outcome(both, "c1", "t", base), "c1", "t", base) == both
     # an outcome without a change packs as it always did
     plain = ToolReturned(tool_return=ToolReturn(tool_call_id="c1", name="t", content="ok"))
     assert "kind" not in pack_tool_outcome(plain, "c1", "t", base)

@@ -142,14 +142,11 @@ def pack_tool_outcome(
 ) -> dict[str, Any]:
     """The `tool_call` activity's result without the call's id and tool name; a plain
     return is written as the return itself (no `kind`), its milliseconds left to be
-    worked out from its seconds; a workspace change without its `base` when that is the
-    ref the call started from (`base`, in the call's input)."""
+    worked out from its seconds; a workspace change beside it as `ws` (`_pack_change`)."""
     data = outcome.model_dump(mode="json")
     if not isinstance(outcome, ToolReturned):
         return data
-    change = data.get("workspace")
-    if isinstance(change, dict) and base is not None and change.get("base") == base:
-        del change["base"]
+    change = data.pop("workspace", None)
     ret: dict[str, Any] = data["tool_return"]
     if ret["tool_call_id"] == call_id and ret["name"] == name:
         del ret["tool_call_id"], ret["name"]
@@ -158,8 +155,49 @@ def pack_tool_outcome(
     metadata = ret.get("metadata")
     if isinstance(metadata, dict) and metadata.get("duration_ms") == _millis(metadata):
         del metadata["duration_ms"]
-    # a plain return without `kind`: only while nothing but the return is set
-    return data if outcome.toolset_changed or outcome.workspace is not None else ret
+    if isinstance(change, dict):
+        change = _pack_change(change, base)
+    if outcome.toolset_changed:
+        if change is not None:
+            data["workspace"] = change
+        return data
+    # a return without `kind`: only while nothing but the return (and a change) is set
+    if change is not None:
+        ret[CHANGE_KEY] = change
+    return ret
+
+
+CHANGE_KEY = "ws"
+"""Where a packed return carries its call's workspace change (no field of a return)."""
+_WORKSPACE_PREFIX = "workspace:"
+
+
+def _pack_change(change: dict[str, Any], base: str | None) -> dict[str, Any]:
+    """A workspace change in few bytes: without its `base` when that is the ref the call
+    started from (`base`, in the call's input), its new ref as `ref`, a workspace tree's
+    id without the `workspace:` its base has (a ref always has a kind, so an id alone is
+    read as the base's kind)."""
+    packed = dict(change)
+    if base is not None and packed.get("base") == base:
+        del packed["base"]
+    ref = packed.pop("environment_ref", "")
+    if isinstance(ref, str) and ref.startswith(_WORKSPACE_PREFIX) and "base" not in packed:
+        ref = ref.removeprefix(_WORKSPACE_PREFIX)
+    packed["ref"] = ref
+    return packed
+
+
+def _unpack_change(change: dict[str, Any], base: str | None) -> dict[str, Any]:
+    """`_pack_change` undone (and the first packing, `environment_ref` without `base`)."""
+    whole = dict(change)
+    if "ref" in whole:
+        ref = whole.pop("ref")
+        if isinstance(ref, str) and ":" not in ref:
+            kind = (base or _WORKSPACE_PREFIX).partition(":")[0]
+            ref = f"{kind}:{ref}"
+        whole["environment_ref"] = ref
+    whole.setdefault("base", base or "")
+    return whole
 
 
 def unpack_tool_outcome(
@@ -168,10 +206,14 @@ def unpack_tool_outcome(
     """A `tool_call` result, packed or whole (runs of earlier releases), as the outcome;
     `base`: the workspace ref the call started from."""
     if isinstance(data, dict) and "kind" not in data:
-        data = {"kind": "return", "tool_return": data}
+        ret = dict(data)
+        change = ret.pop(CHANGE_KEY, None)
+        data = {"kind": "return", "tool_return": ret}
+        if change is not None:
+            data["workspace"] = change
     change = data.get("workspace") if isinstance(data, dict) else None
-    if isinstance(change, dict) and "base" not in change:
-        data = {**data, "workspace": {**change, "base": base or ""}}
+    if isinstance(change, dict):
+        data = {**data, "workspace": _unpack_change(change, base)}
     if isinstance(data, dict) and isinstance(data.get("tool_return"), dict):
         ret = dict(data["tool_return"])
         ret.setdefault("tool_call_id", call_id)
