@@ -163,3 +163,26 @@ async def test_a_run_whose_initial_tree_a_gc_removed_gets_it_uploaded_again(
         **initial,
         "new.txt": "n",
     }
+
+
+def test_the_collector_finds_every_tree_a_history_payload_names() -> None:
+    """A tool call's packed result names its new tree by id alone (`"ref"`); the other
+    payloads by ref: the marking reads both."""
+    import json
+
+    from durable_agent import ToolReturn
+    from durable_agent.cli.workspace_gc import REF
+    from durable_agent.contract.environment import EnvironmentChange
+    from durable_agent.engine.node_io import ToolReturned
+    from durable_agent.environments.workspace import workspace_ref
+    from durable_agent.temporal.compaction.format import pack_tool_outcome
+
+    base, new = workspace_ref("a" * 64), workspace_ref("b" * 64)
+    change = EnvironmentChange(base=base, environment_ref=new, added=["x.txt"])
+    outcome = ToolReturned(
+        tool_return=ToolReturn(tool_call_id="c1", name="t", content="ok"), workspace=change
+    )
+    packed = json.dumps(pack_tool_outcome(outcome, "c1", "t", base), separators=(",", ":"))
+    assert REF.findall(packed) == ["b" * 64]
+    call_input = json.dumps({"metadata": {"environment_ref": base}}, indent=1)
+    assert REF.findall(call_input) == ["a" * 64]

@@ -60,8 +60,10 @@ from .output import err, out
 __all__ = ["DEFAULT_GRACE", "gc", "marked_trees", "parse_duration"]
 
 DEFAULT_GRACE = "1h"
-REF = re.compile(r"workspace:([0-9a-f]{64})")
-_RAW_REF = b"workspace:"
+REF = re.compile(r'(?:workspace:|"ref":\s*")([0-9a-f]{64})')
+"""A workspace ref, or a tree id as a tool call's packed change names it (`"ref": "<id>"`,
+`durable_agent.temporal.compaction.format`)."""
+_RAW_REFS = (b"workspace:", b'"ref"')
 _PAYLOAD = "temporal.api.common.v1.Payload"
 _SKIPPED = frozenset({"temporal.api.common.v1.SearchAttributes"})
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -150,7 +152,7 @@ async def history_refs(client: Client, workflow_id: str, run_id: str) -> set[str
         for payload in _payloads(event):
             plain = payload.metadata.get("encoding") in (b"json/plain", b"binary/null")
             if plain:
-                if _RAW_REF in payload.data:
+                if any(marker in payload.data for marker in _RAW_REFS):
                     found.update(REF.findall(payload.data.decode(errors="replace")))
             else:
                 pending.append(payload)
