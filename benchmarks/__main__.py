@@ -28,6 +28,7 @@ from benchmarks import (
     streaming,
     testkit,
     throughput,
+    workspace,
 )
 from benchmarks.harness import Session, log, write_json
 from durable_agent.cli.logs import configure_logging
@@ -42,6 +43,7 @@ TEMPORAL = {
     "streaming": streaming.measure,
     "quota": quota.measure,
     "testkit": testkit.measure,
+    "workspace": workspace.measure,
 }
 MEASURES = ["loop", *TEMPORAL]
 

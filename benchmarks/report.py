@@ -355,6 +355,89 @@ def testkit(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _goal(value: float | None, goal: float, *, at_most: bool = True) -> str:
+    if value is None:
+        return "n/a"
+    met = value <= goal if at_most else value >= goal
+    return f"{fmt(value)} ({'met' if met else '**missed**'})"
+
+
+def workspace(data: dict[str, Any]) -> list[str]:
+    goals, large, small = data["goals"], data["snapshot"], data["small"]
+    checkout, runs = data["materialize"], data["history"]
+    files = f"{large['files']:,} files / {large['bytes'] / 1e6:.0f} MB"
+    lines = [
+        f"One `file://` store on this machine's disk; medians of {data['rounds']} "
+        "rounds (`benchmarks/workspace.py` says what each figure times).",
+        "",
+    ]
+    lines += table(
+        ["figure", "value", "goal"],
+        [
+            [
+                f"new objects of a one-file change, {files} (bytes)",
+                _goal(large["new_bytes"], goals["new_bytes"]),
+                f"≤ {fmt(goals['new_bytes'])}",
+            ],
+            ["objects written for it", large["new_objects"], ""],
+            [
+                f"snapshot of a one-file change (file methods), {files}, ms",
+                _goal(large["snapshot_ms"], goals["snapshot_ms"]),
+                f"≤ {fmt(goals['snapshot_ms'])}",
+            ],
+            [
+                f"the same, {small['files']} files, ms",
+                small["snapshot_ms"],
+                "",
+            ],
+            [
+                f"{large['files']:,} files / {small['files']} files",
+                _goal(data["large/small"], goals["small_ratio"]),
+                f"≤ {fmt(goals['small_ratio'])}",
+            ],
+            [
+                f"snapshot of a one-file change made in local_dir() (a scan), {files}, ms",
+                large["scan_snapshot_ms"],
+                "",
+            ],
+            [f"the same, {small['files']} files, ms", small["scan_snapshot_ms"], ""],
+            [f"the agent's initial upload of {files}, s", large["upload_s"], ""],
+            ["hashing it when the agent is built, s", large["build_hash_s"], ""],
+            [
+                f"fresh checkout of {files}, s (median)",
+                checkout["fresh_median_s"],
+                "",
+            ],
+            ["`cp -r` of the same tree, s (median)", checkout["cp_median_s"], ""],
+            [
+                "fresh checkout / `cp -r`",
+                _goal(checkout["fresh/cp"], goals["fresh_vs_cp"]),
+                f"≤ {fmt(goals['fresh_vs_cp'])}",
+            ],
+            ["the same, round by round", span(checkout["fresh/cp by round"]), ""],
+            [
+                "checkout on a worker that has the previous tree, ms",
+                _goal(checkout["incremental_ms"], goals["incremental_ms"]),
+                f"≤ {fmt(goals['incremental_ms'])}",
+            ],
+            [
+                f"history bytes of a {runs['steps']}-step run changing a file a step, with / "
+                "without a workspace",
+                _goal(runs["ratio"], goals["history_ratio"]),
+                f"≤ {fmt(goals['history_ratio'])}",
+            ],
+            ["  with a workspace, bytes", runs["with_workspace_bytes"], ""],
+            ["  without, bytes", runs["without_bytes"], ""],
+            ["  added per step, bytes", runs["extra_bytes_per_step"], ""],
+        ],
+    )
+    rows = [[side, *(fmt(v) for v in checkout[f"{side}_s"])] for side in ("fresh", "cp")]
+    lines += table(
+        ["checkout, s, by round", *(str(i + 1) for i in range(len(checkout["fresh_s"])))], rows
+    )
+    return lines
+
+
 SECTIONS = {
     "throughput": ("Throughput, A and B workers side by side", throughput),
     "history": ("History and cost per step, one run at a time", history),
@@ -364,6 +447,7 @@ SECTIONS = {
     "streaming": ("The live event stream", streaming),
     "quota": ("Model quotas: many runs, one provider limit", quota),
     "testkit": ("The test kit: a test environment, evals on the fleet", testkit),
+    "workspace": ("Workspaces: snapshots, checkouts, history", workspace),
     "loop": ("In-process loop", loop),
 }
 

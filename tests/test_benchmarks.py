@@ -55,6 +55,7 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         "streaming",
         "quota",
         "testkit",
+        "workspace",
     }
     for name, data in files.items():
         assert data["measure"] == name
@@ -110,9 +111,23 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         assert quota[side]["vs_ideal"] > 0
         assert quota[side]["requests"] >= quota["requests_needed"]
         assert 0 <= quota[side]["refused_share"] < 1
+    workspace = results["workspace"]
+    assert workspace["snapshot"]["new_objects"] >= 2  # the file and the folders above it
+    assert workspace["snapshot"]["new_bytes"] > 0
+    for key in ("snapshot_ms", "scan_snapshot_ms", "upload_s"):
+        assert workspace["snapshot"][key] > 0
+        assert workspace["small"][key] > 0
+    checkout = workspace["materialize"]
+    assert len(checkout["fresh_s"]) == len(checkout["cp_s"]) == workspace["rounds"]
+    assert checkout["fresh/cp"] == pytest.approx(
+        checkout["fresh_median_s"] / checkout["cp_median_s"], abs=1e-3
+    )
+    assert checkout["incremental_ms"] > 0
+    assert workspace["history"]["with_workspace_bytes"] > workspace["history"]["without_bytes"]
 
     text = report.read_text()
     assert "python -m benchmarks --quick" in text
+    assert "## Workspaces: snapshots, checkouts, history" in text
     for heading in ("## Summary", "## Throughput", "## History", "## Replay", "## Profile"):
         assert heading in text
     assert "## The live event stream" in text
