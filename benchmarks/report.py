@@ -416,6 +416,12 @@ def workspace(data: dict[str, Any]) -> list[str]:
             ],
             ["the same, round by round", span(checkout["fresh/cp by round"]), ""],
             [
+                "CPU s: fresh checkout, `cp -r` (medians)",
+                f"{fmt(checkout.get('fresh_cpu_s'))}, {fmt(checkout.get('cp_cpu_s'))}",
+                "",
+            ],
+            ["fresh checkout / `cp -r`, CPU", checkout.get("fresh/cp CPU"), ""],
+            [
                 "checkout on a worker that has the previous tree, ms",
                 _goal(checkout["incremental_ms"], goals["incremental_ms"]),
                 f"≤ {fmt(goals['incremental_ms'])}",
