@@ -121,7 +121,8 @@ async def test_ctrl_c_at_the_idle_prompt_ends_the_chat_at_once(
         await agents.get(session_id).handle.terminate("test done")
     assert f"the session goes on; come back with: durable-agent chat --id {session_id}" in shown
     assert view.status == "awaiting_prompt"  # nothing was sent
-    assert view.session is not None and view.session.turns == 0
+    assert view.session is not None
+    assert view.session.turns == 0
 
 
 async def test_the_approval_question_notices_a_decision_made_elsewhere(
@@ -145,4 +146,5 @@ async def test_the_approval_question_notices_a_decision_made_elsewhere(
         await agents.get(session_id).handle.terminate("test done")
     assert "approved call_deploy_0" not in shown  # chat sent no decision of its own
     assert view.status == "awaiting_prompt"
-    assert view.session is not None and view.session.turns == 1
+    assert view.session is not None
+    assert view.session.turns == 1

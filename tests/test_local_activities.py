@@ -191,9 +191,7 @@ async def test_a_waiting_run_keeps_its_kind_when_the_option_changes(
     client: Client, started_local: bool
 ) -> None:
     log = CallLog()
-    before, after = (
-        (LOCAL, ACTIVITIES) if started_local else (ACTIVITIES, LOCAL)
-    )
+    before, after = (LOCAL, ACTIVITIES) if started_local else (ACTIVITIES, LOCAL)
     first = deploying_agent(log, before)
     name = first.agent.name
     async with new_worker(client, agents=[first]) as worker:
