@@ -148,10 +148,21 @@ def pending(view: AgentStatusView) -> list[tuple[str, bool]]:
     return [(p.tool_call_id, p.decided) for p in view.pending_approvals]
 
 
-def comparable(view: AgentStatusView) -> dict[str, Any]:
+def comparable(view: AgentStatusView, *, refusals: bool = True) -> dict[str, Any]:
     """The whole status view (status, node, step, pending approvals, usage, checkpoint
-    count, ...), to compare before and after a request that must change nothing."""
-    return view.model_dump(mode="json")
+    count, ...), to compare before and after a request that must change nothing.
+
+    A refused signal changes one thing by design: the run tells its refusals in
+    `refused_decisions` (a signal has no caller to answer), so `refusals=False` leaves that
+    field out for the caller to check on its own."""
+    dumped = view.model_dump(mode="json")
+    if not refusals:
+        dumped.pop("refused_decisions", None)
+    return dumped
+
+
+def refusals(view: AgentStatusView) -> list[tuple[str, str, str | None]]:
+    return [(r.tool_call_id, r.reason, r.decided_by) for r in view.refused_decisions]
 
 
 async def rejected_update(
@@ -525,7 +536,11 @@ async def test_approval_for_a_call_that_is_not_pending_is_rejected(
             AgentWorkflow.approval, ApprovalSignal(tool_call_id="nope", approved=True)
         )
         no_task_failed(await signal_processed(handle))
-        assert comparable(await handle.query(AgentWorkflow.status)) == comparable(before)
+        after = await handle.query(AgentWorkflow.status)
+        assert comparable(after, refusals=False) == comparable(before)
+        assert refusals(after) == [
+            ("nope", "no pending approval for tool call id 'nope'; pending: ['d1', 'd2']", None)
+        ]
         await approve_all(handle, "d1", "d2")
         await asyncio.wait_for(handle.result(), 20)
     assert (cause.type, cause.message) == (
@@ -566,7 +581,9 @@ async def test_second_decision_for_the_same_call_is_rejected(
             AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
         )
         no_task_failed(await signal_processed(handle))
-        assert comparable(await handle.query(AgentWorkflow.status)) == comparable(decided)
+        after = await handle.query(AgentWorkflow.status)
+        assert comparable(after, refusals=False) == comparable(decided)
+        assert refusals(after) == [("d1", "tool call 'd1' was already denied by bob", None)]
         await approve_all(handle, "d2")
         await asyncio.wait_for(handle.result(), 20)
     assert (cause.type, cause.message) == (

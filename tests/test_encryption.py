@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
-from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.history.v1 import History
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
@@ -50,6 +49,7 @@ from durable_agent.temporal.encryption import (
 from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 
 from .helpers import call, text_response, tool_response
+from .history_payloads import is_patch_marker, is_search_attribute, payloads_in
 from .temporal_support import fast_activity, free_port, new_worker, wait_for_status
 
 KEY_A = os.urandom(32)
@@ -99,26 +99,6 @@ async def raw_history(address: str, workflow_id: str) -> History:
             return history
 
 
-def payloads_in(message: Message, path: str = "") -> Iterator[tuple[str, Payload]]:
-    """Every `Payload` anywhere in a proto, with the field path that led to it."""
-    if isinstance(message, Payload):
-        yield path, message
-        return
-    for field, value in message.ListFields():
-        if field.message_type is None:
-            continue
-        where = f"{path}.{field.name}"
-        if field.message_type.GetOptions().map_entry:
-            if field.message_type.fields_by_name["value"].message_type is not None:
-                for key, item in value.items():
-                    yield from payloads_in(item, f"{where}[{key}]")
-        elif isinstance(value, Message):
-            yield from payloads_in(value, where)
-        else:  # a repeated message field
-            for index, item in enumerate(value):
-                yield from payloads_in(item, f"{where}[{index}]")
-
-
 def base64_strings(document: Any) -> Iterator[bytes]:
     """Every string in a JSON document that is base64 (bytes fields: payload data), decoded."""
     if isinstance(document, dict):
@@ -130,10 +110,6 @@ def base64_strings(document: Any) -> Iterator[bytes]:
     elif isinstance(document, str):
         with contextlib.suppress(ValueError):
             yield base64.b64decode(document, validate=True)
-
-
-def is_search_attribute(path: str) -> bool:
-    return ".search_attributes." in path
 
 
 def marker_agent(name: str) -> AgentRegistration:
@@ -211,8 +187,12 @@ async def test_run_completes_and_history_holds_only_ciphertext(encrypted_run: En
         assert marker.encode() not in decoded_strings, marker
 
     found = list(payloads_in(history))
-    encrypted = [(path, p) for path, p in found if not is_search_attribute(path)]
+    patches = [(path, p) for path, p in found if is_patch_marker(path, p)]
+    encrypted = [
+        (path, p) for path, p in found if not is_search_attribute(path) and (path, p) not in patches
+    ]
     searchable = [(path, p) for path, p in found if is_search_attribute(path)]
+    assert len(patches) < 10, patches  # Temporal's own markers, the patch id alone
     assert len(encrypted) > 10
     for path, p in encrypted:
         assert p.metadata["encoding"] == ENCODING, path
@@ -302,7 +282,7 @@ async def test_rotation_mid_run_on_the_server(dev_server: DevServer) -> None:
     key_ids = [
         p.metadata[KEY_ID_METADATA]
         for path, p in payloads_in(history)
-        if not is_search_attribute(path)
+        if not is_search_attribute(path) and not is_patch_marker(path, p)
     ]
     assert key_ids[0] == b"a"  # the start, under the old key
     assert key_ids[-1] == b"b"  # the result, under the new one

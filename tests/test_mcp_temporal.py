@@ -103,7 +103,8 @@ async def test_mcp_tools_run_as_activities_once_each_and_the_listing_is_kept(
         "mcp demo:late · c5",
     ]
     order = [summary for _, summary in summaries]
-    assert order.index("list_tools · mcp demo") < order.index("prepare_model_request · step 0")
+    first_request = next(i for i, (kind, _) in enumerate(summaries) if kind == "model_request")
+    assert order.index("list_tools · mcp demo") < first_request
     grown, late = order.index("mcp demo:grow · c4"), order.index("mcp demo:late · c5")
     assert "list_tools · mcp demo" in order[grown:late]
     # Model requests name the tool definitions by digest: the worker read them from the

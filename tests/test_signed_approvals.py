@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
@@ -25,6 +24,7 @@ from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
 from durable_agent.temporal.client import AgentClient, AgentRunError, Rejected
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.encryption import generate_key
+from durable_agent.temporal.queries import AgentStatusView
 from durable_agent.temporal.signing import (
     ENV_VAR,
     ApprovalKeyError,
@@ -36,7 +36,7 @@ from durable_agent.temporal.wire import ApprovalSignal
 
 from .helpers import call, text_response, tool_response
 from .mcp_support import DemoServer
-from .temporal_support import event_types, new_replayer, new_worker, start_agent, wait_for_status
+from .temporal_support import new_replayer, new_worker, start_agent, wait_for_status
 
 NEW = generate_key("k-new")
 OLD = generate_key("k-old")
@@ -102,11 +102,6 @@ async def refusal(handle: WorkflowHandle[Any, Any], request: ApprovalSignal) -> 
     return cause
 
 
-async def markers(handle: WorkflowHandle[Any, Any]) -> int:
-    history = await handle.fetch_history()
-    return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED)
-
-
 async def replays_without_keys(handle: WorkflowHandle[Any, Any], agent: Deployer) -> None:
     """The history replays on a worker that has no approval keys at all."""
     replayer = new_replayer(agents=[agent.agent])
@@ -134,8 +129,13 @@ async def test_unsigned_update_is_rejected_and_unsigned_signal_dropped(
 
     await handle.signal(AgentWorkflow.approval, unsigned)
     await handle.signal(AgentWorkflow.approval, unsigned.model_copy(update={"approved": False}))
-    await wait_for_marker_count(handle, 2)
-    assert await handle.query(AgentWorkflow.status) == before
+    after = await wait_for_refusals(handle, 2)
+    assert after.model_copy(update={"refused_decisions": []}) == before
+    assert [(r.tool_call_id, r.decided_by) for r in after.refused_decisions] == [
+        ("d1", "alice"),
+        ("d1", "alice"),
+    ]
+    assert all("is not signed" in r.reason for r in after.refused_decisions)
     assert agent.deployed == []
     await replays_without_keys(handle, agent)
 
@@ -148,14 +148,15 @@ async def test_unsigned_update_is_rejected_and_unsigned_signal_dropped(
     await replays_without_keys(handle, agent)
 
 
-async def wait_for_marker_count(handle: WorkflowHandle[Any, Any], count: int) -> None:
+async def wait_for_refusals(handle: WorkflowHandle[Any, Any], count: int) -> AgentStatusView:
+    """The status once the run has refused `count` approval signals: a refused signal has no
+    caller to answer, so the run tells it in its status (and changes nothing else)."""
     for _ in range(100):
-        if await markers(handle) >= count:
-            return
+        view = await handle.query(AgentWorkflow.status)
+        if len(view.refused_decisions) >= count:
+            return view
         await asyncio.sleep(0.1)
-    raise AssertionError(
-        f"history never had {count} markers: {event_types(await handle.fetch_history())}"
-    )
+    raise AssertionError(f"the run never refused {count} signals: {view.refused_decisions}")
 
 
 async def test_a_signature_for_another_call_run_or_approver_is_rejected(
@@ -269,7 +270,8 @@ async def test_without_keys_the_claimed_approver_is_checked(client: Client) -> N
             "'bob' (groups: none) may not decide tool 'deploy'; its approvers are alice, ops"
         )
         await handle.signal(AgentWorkflow.approval, bob)
-        await wait_for_marker_count(handle, 1)
+        (refused,) = (await wait_for_refusals(handle, 1)).refused_decisions
+        assert (refused.decided_by, refused.reason) == ("bob", cause.message)
         assert agent.deployed == []
         await handle.signal(
             AgentWorkflow.approval,
