@@ -322,3 +322,46 @@ def test_a_tool_calls_idempotency_key_is_left_out_and_derived_again_by_one_rule(
         assert packed.input.idempotency_key == sent
         assert packed.input.timestamp is None, "a tool is not told the time"
         assert resolve_tool_call(packed, "wf-1").idempotency_key == key
+
+
+class _SlowWorkflow:
+    """A workflow handle whose queries go unanswered `unanswered` times (the client's own
+    timeout, as when the run's pending workflow task waits in a backlog), then answer."""
+
+    def __init__(self, unanswered: int, status: Any = None) -> None:
+        from temporalio.service import RPCStatusCode
+
+        self.unanswered, self.asked = unanswered, 0
+        self.status = status or RPCStatusCode.CANCELLED
+
+    async def query(self, query: str, *, args: Any, result_type: Any, rpc_timeout: Any) -> Any:
+        from temporalio.service import RPCError
+
+        self.asked += 1
+        if self.asked <= self.unanswered:
+            raise RPCError("Timeout expired", self.status, b"")
+        return [query, *args]
+
+
+async def test_a_read_back_query_the_workflow_cannot_answer_yet_is_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An activity that reads a run's history back (its worker's cache missed) waits for the
+    workflow's answer instead of failing: under a fleet's backlog the run's workflow task,
+    which a query waits behind, can take minutes, and failing spent the model request's
+    attempts until the run failed (the rolling upgrade under load did). A refusal still
+    fails at once."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from durable_agent.temporal.compaction import caches
+
+    monkeypatch.setattr(caches, "RETRY_DELAYS", (0.0,))
+    slow = _SlowWorkflow(unanswered=3)
+    answer = await caches.ask_workflow(slow, "history_segments", 1, result_type=list)  # type: ignore[arg-type]
+    assert answer == ["history_segments", 1]
+    assert slow.asked == 4
+
+    refused = _SlowWorkflow(unanswered=1, status=RPCStatusCode.NOT_FOUND)
+    with pytest.raises(RPCError):
+        await caches.ask_workflow(refused, "history_segments", result_type=list)  # type: ignore[arg-type]
+    assert refused.asked == 1

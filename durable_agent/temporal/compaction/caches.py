@@ -11,11 +11,16 @@ the workflow's `toolset_tools` query on a miss.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent import ModelMessage, ToolDefinition, ToolReturn
 
@@ -30,6 +35,48 @@ __all__ = [
 ]
 
 PAGE = 200
+T = TypeVar("T")
+
+QUERY_WAIT = timedelta(seconds=20)
+"""How long one read-back query may wait for its answer."""
+UNANSWERED = frozenset(
+    {
+        RPCStatusCode.CANCELLED,  # the client's own timeout ("Timeout expired")
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+"""A query that failed with one of these was not answered yet; it was not refused."""
+RETRY_DELAYS = (0.5, 1.0, 2.0, 5.0)
+"""Seconds between asks, then the last one again."""
+
+
+async def ask_workflow(
+    handle: WorkflowHandle[Any, Any], query: str, *args: Any, result_type: type[T]
+) -> T:
+    """`query` of the workflow, asked again until it answers.
+
+    A workflow answers a query only once the workflow task it has pending is done, and on
+    a busy fleet (a backlog after a restart or an upgrade) that task can wait in the queue
+    for minutes. Failing the activity then would spend the model request's attempts (five
+    by default) on the fleet's backlog and fail a run that was fine (seen in the rolling
+    upgrade under load, tests/upgrade_load.py). So an unanswered query is asked again,
+    heartbeating, until it is answered or the activity's own timeouts end the attempt; a
+    refusal (a failed query, a workflow not found) still fails at once."""
+    delays = iter(RETRY_DELAYS)
+    while True:
+        try:
+            answer: T = await handle.query(
+                query, args=args, result_type=result_type, rpc_timeout=QUERY_WAIT
+            )
+            return answer
+        except RPCError as error:
+            if error.status not in UNANSWERED:
+                raise
+        if activity.in_activity():
+            activity.heartbeat()
+        await asyncio.sleep(next(delays, RETRY_DELAYS[-1]))
 
 
 @dataclass
@@ -113,7 +160,8 @@ class HistoryCache:
         handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
         messages: list[ModelMessage] = []
         while start + len(messages) < end:
-            page = await handle.query(
+            page = await ask_workflow(
+                handle,
                 "message_history_page",
                 HistoryPageQuery(offset=start + len(messages), limit=PAGE),
                 result_type=list[ModelMessage],
@@ -133,13 +181,14 @@ class HistoryCache:
         """Pages through every run that holds part of the history (continue-as-new)."""
         client = activity.client()
         current = client.get_workflow_handle(workflow_id, run_id=run_id)
-        segments = await current.query("history_segments", result_type=list[HistorySegment])
+        segments = await ask_workflow(current, "history_segments", result_type=list[HistorySegment])
         messages: list[ModelMessage] = []
         for segment in segments:
             handle = client.get_workflow_handle(workflow_id, run_id=segment.run_id)
             while len(messages) < min(segment.end, ref.length):
                 activity.heartbeat()
-                page = await handle.query(
+                page = await ask_workflow(
+                    handle,
                     "message_history_page",
                     HistoryPageQuery(offset=len(messages), limit=PAGE),
                     result_type=list[ModelMessage],
@@ -210,9 +259,7 @@ class ToolDefinitionsCache:
             return cached
         self.misses += 1
         handle = activity.client().get_workflow_handle(workflow_id, run_id=run_id)
-        definitions: list[ToolDefinition] = await handle.query(
-            "toolset_tools", result_type=list[ToolDefinition]
-        )
+        definitions = await ask_workflow(handle, "toolset_tools", result_type=list[ToolDefinition])
         if definitions_digest(definitions) != digest:
             raise ApplicationError(
                 f"the toolset tools of {workflow_id} do not match the digest the workflow "

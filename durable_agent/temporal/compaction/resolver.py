@@ -10,6 +10,7 @@ new messages whole (`legacy_v02`).
 from __future__ import annotations
 
 from durable_agent import ModelResponse, ToolDefinition
+from durable_agent.contract.tools import OUTPUT_TOOL_NAME
 from durable_agent.engine import nodes
 
 from ..wire import ModelRequestActivityInput, ToolCallActivityInput
@@ -76,7 +77,17 @@ def remember_answer(
     response: ModelResponse,
     digest: str,
 ) -> None:
-    """The history the next request of this run will name: this one's and its answer."""
+    """The history the next request of this run will name: this one's and its answer; none
+    when the answer ends the run (no tool to call but the output tool).
+
+    A run whose output is accepted makes no further request unless it goes on (an output
+    retry, a session's next turn), which then reads its history back once; a cache full of
+    ended runs' conversations would hold most of a busy worker's objects. Decided here, not
+    when `validate_output` accepts the output: that node runs in the workflow itself when it
+    is pure (`inline_quick_nodes`), so no activity would ever say the run ended."""
+    if all(call.name == OUTPUT_TOOL_NAME for call in response.tool_calls):
+        caches.histories.forget(workflow_id)
+        return
     caches.histories.store(
         workflow_id, [*request.messages, response], extend_digest(digest, [response])
     )
