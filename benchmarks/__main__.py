@@ -20,6 +20,7 @@ from pathlib import Path
 from benchmarks import (
     history,
     loop,
+    memory,
     objects,
     profile,
     quota,
@@ -40,6 +41,7 @@ TEMPORAL = {
     "replay": replay.measure,
     "profile": profile.measure,
     "objects": objects.measure,
+    "memory": memory.measure,
     "streaming": streaming.measure,
     "quota": quota.measure,
     "testkit": testkit.measure,

@@ -109,9 +109,16 @@ class WorkerProcess:
 
     async def census(self) -> dict[str, int]:
         """The objects the worker's collector tracks, by type, after a full collection."""
-        found = await self._ask(signal.SIGUSR2, self.gc_file.with_suffix(".census"), "census")
-        types: dict[str, int] = found["types"]
+        types: dict[str, int] = (await self.memory())["types"]
         return types
+
+    async def memory(self) -> dict[str, Any]:
+        """After a full collection: the objects the collector tracks by type (`types`), the
+        resident memory (`rss_kb`) and the interpreter's allocated blocks (`blocks`)."""
+        found: dict[str, Any] = await self._ask(
+            signal.SIGUSR2, self.gc_file.with_suffix(".census"), "census"
+        )
+        return found
 
     async def _ask(self, sent: signal.Signals, written: Path, what: str) -> Any:
         self._asked += 1

@@ -77,7 +77,11 @@ def summary(m: dict[str, Any]) -> list[str]:
         rows.append(
             [f"replay of a {m['replay']['steps']}-step run", m["replay"]["A/B"]["replay_ms"], ""]
         )
-    head = table(["A/B (medians)", "value", "issue 25's goal"], rows)
+    if "memory" in m:
+        rows.append(
+            ["memory a waiting run keeps (RSS)", m["memory"]["A/B"]["rss_kb_per_run"], "≤ 1.5"]
+        )
+    head = table(["A/B (medians)", "value", "goal"], rows)
     if "loop" in m:
         lp = m["loop"]
         short, long = lp["lengths"]
@@ -259,6 +263,30 @@ def objects(data: dict[str, Any]) -> list[str]:
     names = list(dict.fromkeys(n for k in sides for n in data[k]["by_type"]))
     rows = [[f"`{n}`", *(data[k]["by_type"].get(n, "-") for k in sides)] for n in names]
     return lines + table(["type (the most numerous of each side)", *sides], rows)
+
+
+def memory(data: dict[str, Any]) -> list[str]:
+    ratios = data["A/B"]
+    lines = [
+        f"{data['runs']} runs of {data['steps']} step left waiting in each side's cache (A's "
+        "for an approval, B's for a signal), measured between a tenth of them and all of "
+        f"them. A/B per run: resident memory {_goal(ratios['rss_kb_per_run'], data['goal'])}, "
+        f"objects {fmt(ratios['objects_per_run'])}, allocated blocks "
+        f"{fmt(ratios['blocks_per_run'])} (goal ≤ {data['goal']}).",
+        "",
+    ]
+    rows = [
+        [label, fmt(data["A"][key]), fmt(data["B"][key]), fmt(ratios[key])]
+        for label, key in (
+            ("resident memory (kB) a run", "rss_kb_per_run"),
+            ("objects tracked a run", "objects_per_run"),
+            ("allocated blocks a run", "blocks_per_run"),
+        )
+    ]
+    lines += table(["a waiting run keeps", "A", "B", "A/B"], rows)
+    names = list(dict.fromkeys(n for k in ("A", "B") for n in data[k]["by_type"]))
+    rows = [[f"`{n}`", *(fmt(data[k]["by_type"].get(n)) for k in ("A", "B"))] for n in names]
+    return [*lines, "", *table(["type (the most numerous of each side), a run", "A", "B"], rows)]
 
 
 def streaming(data: dict[str, Any]) -> list[str]:
@@ -450,6 +478,7 @@ SECTIONS = {
     "replay": ("Replay of a run left waiting", replay),
     "profile": ("Profile of A's worker", profile),
     "objects": ("What a run in flight keeps alive", objects),
+    "memory": ("Memory a waiting run keeps in its worker", memory),
     "streaming": ("The live event stream", streaming),
     "quota": ("Model quotas: many runs, one provider limit", quota),
     "testkit": ("The test kit: a test environment, evals on the fleet", testkit),

@@ -2,6 +2,7 @@
 
     python -m benchmarks.worker agent|local|bare|quota ADDRESS TASK_QUEUE --gc-file PATH
         [--steps 2,10,100] [--waiting 300] [--profile PATH] [--base-url URL] [--quota SPEC]
+        [--max-cached N]
 
 agent: `DurableAgentPlugin(agents=...)` with the workload's agents; local: the same, their
 quick nodes as local activities (`workload.LOCAL`). bare: no plugin, the same
@@ -9,9 +10,11 @@ pydantic converter, Temporal's own sandbox (`workload.sandbox_runner`). quota: t
 measure's agent on the chat-completions server at `--base-url`, each `--quota` (as `python
 worker.py --quota`) given to the plugin's `quotas`. Prints `ready` once it polls; stops on
 SIGTERM. On SIGUSR1 it writes its garbage collector's collections and
-seconds per generation to `--gc-file`. `--profile PATH`: cProfile with per-thread CPU time
-in the event loop's thread and every workflow-task thread; PATH gets all of them,
-`PATH.workflow` the workflow-task threads alone.
+seconds per generation to `--gc-file`; on SIGUSR2 a census beside it (`.census`: tracked
+objects by type, resident memory, allocated blocks, after a full collection).
+`--profile PATH`: cProfile with per-thread CPU time in the event loop's thread and every
+workflow-task thread; PATH gets all of them, `PATH.workflow` the workflow-task threads
+alone.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+import tracemalloc
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,13 +78,32 @@ class Collector:
 
     def census(self) -> None:
         """The objects the collector tracks, by type, after a full collection: what is
-        alive, not what is garbage waiting for the next one."""
+        alive, not what is garbage waiting for the next one; and the process's resident
+        memory then (kB) and the interpreter's allocated blocks, which count what the
+        collector does not track (strings, bytes, numbers)."""
         self.asked += 1
         gc.collect()
         types = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.get_objects())
+        found = {
+            "asked": self.asked,
+            "types": types,
+            "rss_kb": resident_kb(),
+            "blocks": sys.getallocatedblocks(),
+        }
+        if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1: what of the RSS is Python's
+            found["traced_kb"] = tracemalloc.get_traced_memory()[0] // 1024
+            found["tracing_kb"] = tracemalloc.get_tracemalloc_memory() // 1024
         census = self.path.with_suffix(".census")
-        census.with_suffix(".tmp").write_text(json.dumps({"asked": self.asked, "types": types}))
+        census.with_suffix(".tmp").write_text(json.dumps(found))
         census.with_suffix(".tmp").replace(census)
+
+
+def resident_kb() -> int:
+    """VmRSS of this process, from /proc (Linux only)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -122,6 +145,7 @@ async def run(args: argparse.Namespace) -> None:
         max_concurrent_workflow_tasks=SLOTS,
         workflow_runner=runner,
         workflow_task_executor=executor if args.profile else None,
+        **({"max_cached_workflows": args.max_cached} if args.max_cached else {}),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -163,6 +187,7 @@ def main() -> None:
     parser.add_argument("--profile", type=Path)
     parser.add_argument("--base-url")
     parser.add_argument("--quota", action="append", default=[])
+    parser.add_argument("--max-cached", type=int, help="max_cached_workflows (SDK default)")
     code = 0
     try:
         asyncio.run(run(parser.parse_args()))

@@ -1,0 +1,115 @@
+"""Memory a cached waiting run keeps in its worker (issue 41, item 4): runs of one step left
+waiting, A's for the approval of a `deploy` call, B's for a signal, on a worker of each
+side with room in its cache for all of them. Each side's worker is measured after a full
+collection with a tenth of the runs waiting and again with all of them, so what the first
+runs of a process cost once (imports, type adapters, caches filled) is left out: per run,
+the growth of its resident memory (RSS), of the objects its collector tracks and of the
+interpreter's allocated blocks (which count strings and bytes too), over the runs between.
+
+Whether a run waits is read without asking it (a query could fill what it keeps): A's from
+the `PendingApprovals` search attribute, B's from its `is_waiting` query (it keeps nothing
+for one)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from temporalio.service import RPCError
+
+from benchmarks import workload
+from benchmarks.harness import Handle, Session, WorkerProcess, log, ratio, wait_until
+
+SIDES = ("A", "B")
+STEPS = 1
+TOP = 12
+"""Types listed per side: the most numerous per run."""
+
+
+async def start_waiting(session: Session, kind: str, queue: str, count: int) -> list[Handle]:
+    handles = []
+    for first in range(0, count, 100):  # starts in batches: the server's two cores are shared
+        batch = min(100, count - first)
+        handles += await asyncio.gather(
+            *(
+                workload.start(session.client, kind, queue, STEPS, waiting=True)
+                for _ in range(batch)
+            )
+        )
+    return handles
+
+
+async def all_waiting(session: Session, kind: str, queue: str, handles: list[Handle]) -> None:
+    async def check() -> bool:
+        if kind == "A":
+            query = f"TaskQueue = '{queue}' AND PendingApprovals > 0"
+            return (await session.client.count_workflows(query)).count >= len(handles)
+        waits = []
+        for first in range(0, len(handles), 100):
+            batch = handles[first : first + 100]
+            waits += await asyncio.gather(*(workload.is_waiting(kind, h) for h in batch))
+        return all(waits)
+
+    await wait_until(check, 120 + len(handles) / 5, f"the {kind} runs did not all wait")
+
+
+async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int) -> dict[str, Any]:
+    first = max(1, runs // 10)
+    handles = await start_waiting(session, kind, worker.queue, first)
+    try:
+        await all_waiting(session, kind, worker.queue, handles)
+        before = await worker.memory()
+        handles += await start_waiting(session, kind, worker.queue, runs - first)
+        await all_waiting(session, kind, worker.queue, handles)
+        after = await worker.memory()
+    finally:
+        for handle in handles:
+            with contextlib.suppress(RPCError):
+                await handle.terminate(reason="benchmark: memory measured")
+    counted = runs - first
+    types = {
+        t: (after["types"].get(t, 0) - before["types"].get(t, 0)) / counted
+        for t in set(after["types"]) | set(before["types"])
+    }
+    top = sorted(types.items(), key=lambda item: (-item[1], item[0]))[:TOP]
+    return {
+        "rss_kb_per_run": (after["rss_kb"] - before["rss_kb"]) / counted,
+        "objects_per_run": sum(types.values()),
+        "blocks_per_run": (after["blocks"] - before["blocks"]) / counted,
+        "rss_mb": [round(before["rss_kb"] / 1024, 1), round(after["rss_kb"] / 1024, 1)],
+        **{
+            f"{key}_per_run": (after[key] - before[key]) / counted
+            for key in ("traced_kb", "tracing_kb")
+            if key in after
+        },
+        "by_type": dict(top),
+    }
+
+
+async def measure(session: Session, quick: bool) -> dict[str, Any]:
+    runs = 100 if quick else 1000
+    # Room for every run (and the warm-up's): a cached run is what is measured.
+    pair = await session.pair("--waiting", str(STEPS), "--max-cached", str(runs + 100))
+    sides = {}
+    try:
+        for kind in SIDES:
+            sides[kind] = await one_side(session, kind, pair[kind], runs)
+            log(
+                f"  memory {kind}: {sides[kind]['rss_kb_per_run']:.1f} kB, "
+                f"{sides[kind]['objects_per_run']:.0f} objects a waiting run"
+            )
+    finally:
+        for worker in pair.values():
+            await session.stop(worker)
+    a, b = sides["A"], sides["B"]
+    return {
+        "runs": runs,
+        "steps": STEPS,
+        **sides,
+        "A/B": {
+            key: ratio(a[key], b[key])
+            for key in ("rss_kb_per_run", "objects_per_run", "blocks_per_run")
+        },
+        "goal": 1.5,
+    }
