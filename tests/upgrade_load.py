@@ -77,6 +77,8 @@ class Load:
     """Each worker's `--max-concurrent-activities`: every slow call blocks a slot."""
     timeout: float = 600.0
     """For each phase: the runs reaching their waits, and finishing after the restart."""
+    poll: float = 2.0
+    """Seconds between counts of the runs that wait or closed (visibility queries)."""
 
     @property
     def runs(self) -> int:
@@ -85,7 +87,17 @@ class Load:
 
 CI = Load(deployers=50, slow=30, leads=30, quoted=30, rpm=120, overlap=15, timeout=180)
 """140 runs (and 30 sub-agents): about two minutes on a 2-core machine."""
-FULL = Load(deployers=700, slow=400, leads=500, quoted=400, rpm=600, overlap=60, timeout=1800)
+FULL = Load(
+    deployers=900,
+    slow=300,
+    leads=500,
+    quoted=300,
+    rpm=120,
+    overlap=60,
+    activities=1000,
+    timeout=2400,
+    poll=5,
+)
 """2,000 runs (and 500 sub-agents), the benchmark's."""
 
 
@@ -144,9 +156,13 @@ async def gather_limited(jobs: list[Callable[[], Awaitable[Any]]], limit: int = 
 
 
 async def until(
-    check: Callable[[], Awaitable[str | None]], timeout: float, log: Callable[[str], None]
+    check: Callable[[], Awaitable[str | None]],
+    timeout: float,
+    log: Callable[[str], None],
+    every: float = 1.0,
 ) -> None:
-    """Polls `check` (None: done; else what it still waits for, logged now and then)."""
+    """Polls `check` every `every` seconds (None: done; else what it still waits for,
+    logged now and then)."""
     deadline = time.monotonic() + timeout
     said = 0.0
     while (left := await check()) is not None:
@@ -155,7 +171,7 @@ async def until(
         if time.monotonic() - said > 10:
             log(f"  waiting: {left}")
             said = time.monotonic()
-        await asyncio.sleep(1)
+        await asyncio.sleep(every)
 
 
 async def task_failures(handle: WorkflowHandle[Any, Any]) -> list[str]:
@@ -259,16 +275,14 @@ async def _upgrade(
     keeper = client.get_workflow_handle(keeper_id(queue, QUOTA_KEY))
     waiting_for_quota = 0
 
+    async def count(query: str) -> int:
+        return (await client.count_workflows(f"TaskQueue = '{queue}' AND {query}")).count
+
     async def waits() -> str | None:
+        # Counts, not listings: the server's SQLite file is busy enough with the runs.
         nonlocal waiting_for_quota
-        pending = {
-            w.id
-            async for w in client.list_workflows(f"TaskQueue = '{queue}' AND PendingApprovals > 0")
-        }
-        for lead in by_kind.get("lead", []):
-            lead.child = next((p for p in pending if p.startswith(f"{lead.id}--")), lead.child)
-        deployers = sum(1 for r in by_kind.get("deployer", []) if r.id in pending)
-        children = sum(1 for r in by_kind.get("lead", []) if r.child in pending)
+        deployers = await count("AgentName = 'load-deployer' AND PendingApprovals > 0")
+        children = await count("AgentName = 'load-publisher' AND PendingApprovals > 0")
         started = {row[0] for row in workers.lines("tool_started")}
         slow = sum(1 for r in by_kind.get("slow", []) if r.id in started)
         if by_kind.get("quoted"):
@@ -286,7 +300,11 @@ async def _upgrade(
             left.append("no run waiting for the quota")
         return "; ".join(left) or None
 
-    await until(waits, load.timeout, log)
+    await until(waits, load.timeout, log, every=load.poll)
+    query = f"TaskQueue = '{queue}' AND AgentName = 'load-publisher'"
+    children = {w.id async for w in client.list_workflows(query)}
+    for lead in by_kind.get("lead", []):
+        lead.child = next((c for c in children if c.startswith(f"{lead.id}--")), None)
     figures["waiting_s"] = round(time.monotonic() - began, 1)
     figures["at_kill"] = {
         "waiting_for_quota": waiting_for_quota,
@@ -374,7 +392,7 @@ async def _upgrade(
         return None if done >= total else f"{done}/{total} workflows closed"
 
     try:
-        await until(finished, load.timeout, log)
+        await until(finished, load.timeout, log, every=load.poll)
     except AssertionError as error:
         outcome.problems.append(str(error))
     last = time.monotonic()

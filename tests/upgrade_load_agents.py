@@ -197,11 +197,13 @@ _RETRY = RetryPolicy(
 )
 SLOW_CALL = registry.ActivityConfig(
     start_to_close_timeout=timedelta(minutes=30),
-    heartbeat_timeout=timedelta(seconds=3),
+    heartbeat_timeout=timedelta(seconds=15),
     retry_policy=_RETRY,
 )
 """The blocked call outlives any wait for the kill; a killed attempt is retried once its
-heartbeat (3 s) is missed, on whichever worker is up."""
+heartbeat (15 s) is missed, on whichever worker is up. Not shorter: hundreds of calls
+heartbeating every second are more writes than the dev server's SQLite file keeps up
+with (attempts then time out while their worker lives)."""
 
 AGENTS: list[Any] = [
     registry.AgentRegistration(
