@@ -170,7 +170,11 @@ def main(argv: Sequence[str]) -> None:
     if package != expected:
         raise SystemExit(f"imported durable_agent from {package}, not {expected}")
     answer = asyncio.run(_main(command, arguments))
-    print(json.dumps({"durable_agent": str(package), "answer": answer}))
+    print(json.dumps({"durable_agent": str(package), "answer": answer}), flush=True)
+    sys.stderr.flush()
+    # The answer is out: leave without finalizing the interpreter, which the SDK's native
+    # threads can abort ("PyGILState_Release ... finalizing", exit -6) after a clean run.
+    os._exit(0)
 
 
 def run_with_tree(
