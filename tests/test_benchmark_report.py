@@ -1,0 +1,56 @@
+"""The report's fleet sections render what `python -m benchmarks upgrade` and `memory` write
+(the quick mode leaves the upgrade out; tests/test_upgrade_load.py runs the upgrade itself)."""
+
+from __future__ import annotations
+
+from benchmarks import report_fleet
+
+
+def upgrade_figures(problems: list[str]) -> dict[str, object]:
+    return {
+        "previous_release": "80075cc",
+        "problems": problems,
+        "runs": 4,
+        "by_kind": {"deployer": 2, "slow": 1, "quoted": 1},
+        "completed": 4 - len(problems),
+        "workflow_task_failures": 0,
+        "histories_checked": 5,
+        "started_s": 0.4,
+        "waiting_s": 3.0,
+        "upgrade_s": 12.5,
+        "wall_s": 20.1,
+        "delay_s": {"median": 1.0, "p95": 4.0, "max": 4.5},
+        "delay_s_by_kind": {"deployer": {"median": 1.0, "p95": 1.5, "max": 1.5}},
+        "slowest_run": {"id": "slow-0000-abc", "kind": "slow", "delay_s": 4.5},
+    }
+
+
+def test_the_upgrade_section_names_the_runs_the_phases_and_the_slowest_run() -> None:
+    text = "\n".join(report_fleet.upgrade(upgrade_figures([])))
+    assert "4 runs (2 deployer, 1 slow, 1 quoted) started on 80075cc's worker" in text
+    assert "Completed 4 of 4; workflow task failures 0 in 5 histories; problems: 0." in text
+    assert "| all closed (s after the kill) | 12.5 |" in text
+    assert "| deployer | 1.00 | 1.50 | 1.50 |" in text
+    assert "The slowest run: `slow-0000-abc` (slow), 4.50 s." in text
+    summary = "\n".join(report_fleet.upgrade_summary(upgrade_figures([])))
+    assert "4 of 4 runs completed, 0 problems" in summary
+
+
+def test_the_upgrade_section_quotes_its_first_problems() -> None:
+    text = "\n".join(report_fleet.upgrade(upgrade_figures(["run x lost", "tool ran twice"])))
+    assert "problems: 2 (the first: run x lost; tool ran twice)." in text
+
+
+def test_the_memory_section_sets_the_ratio_beside_its_goal() -> None:
+    side = {"rss_kb_per_run": 20.0, "objects_per_run": 300.0, "blocks_per_run": 900.0}
+    data = {
+        "runs": 1000,
+        "steps": 1,
+        "goal": 1.5,
+        "A": {**side, "by_type": {"dict": 80.0}},
+        "B": {**side, "rss_kb_per_run": 10.0, "by_type": {"dict": 20.0, "list": 3.0}},
+        "A/B": {"rss_kb_per_run": 2.0, "objects_per_run": 1.0, "blocks_per_run": 1.0},
+    }
+    text = "\n".join(report_fleet.memory(data))
+    assert "resident memory 2.00 (**missed**)" in text
+    assert "| `list` | n/a | 3.00 |" in text
