@@ -34,7 +34,12 @@ RELEASE_RUNS = {
     "suspended_at_boundary",
     "mid_tool_call",
 }
-RELEASES = {"v0.1.0": RELEASE_RUNS, "v0.2.0": RELEASE_RUNS, "v0.3.0": RELEASE_RUNS}
+RELEASES = {
+    "v0.1.0": RELEASE_RUNS,
+    "v0.2.0": RELEASE_RUNS,
+    "v0.3.0": RELEASE_RUNS,
+    "v0.4.0": RELEASE_RUNS,
+}
 
 
 def history_id(path: Path) -> str:
