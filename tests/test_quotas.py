@@ -21,6 +21,7 @@ from temporalio.client import Client
 
 from durable_agent.contract.errors import UserError
 from durable_agent.engine.quotas import (
+    SEND_MARGIN,
     ModelQuota,
     QuotaWindow,
     estimate_tokens,
@@ -448,3 +449,18 @@ async def _keeper_state(keeper: Any) -> KeeperView | None:
     except Exception:  # not started yet
         return None
     return state
+
+
+def test_a_sent_request_counts_from_its_reported_send_within_grant_and_now() -> None:
+    """A busy keeper hears of a send seconds after it: counting from when it heard would
+    hold the next requests back as long. The sender's time is kept between the grant and
+    the keeper's now, so a skewed clock cannot move a request out of what it could be."""
+    quota = ModelQuota(requests_per_minute=6)  # one per 10 s
+    window = QuotaWindow(quota, by_send=True)
+    window.grant(0.0, 10)
+    assert window.sent(0.0, 10, now=4.0, reported=1.0) == 1.0
+    window.settle(5.0, 1.0, 10, None)
+    assert window.wait(5.0, 10) == 1.0 + SEND_MARGIN + 10 - 5.0
+    assert window.sent(0.0, 10, now=4.0) == 4.0  # 0.4.0's activities report no time
+    assert window.sent(2.0, 10, now=4.0, reported=1.0) == 2.0  # not before its grant
+    assert window.sent(2.0, 10, now=4.0, reported=9.0) == 4.0  # not after it was heard of

@@ -210,12 +210,19 @@ class QuotaWindow:
                     grant.tokens = used
                 return
 
-    def sent(self, granted_at: float, tokens: int, now: float) -> None:
-        """The request granted at `granted_at` goes out now: it counts from now."""
+    def sent(
+        self, granted_at: float, tokens: int, now: float, reported: float | None = None
+    ) -> float:
+        """The request granted at `granted_at` went out at `reported` (the sender's clock),
+        or, unreported, now: it counts from then, which is returned. A reported time is kept
+        between the grant and now, so a sender's skewed clock can neither count a request
+        before it was allowed nor after it was heard of; `SEND_MARGIN` covers the rest."""
+        at = now if reported is None else min(now, max(granted_at, reported))
         for grant in self.grants:
             if grant.open and grant.at == granted_at and grant.tokens == tokens:
-                grant.at = now
-                return
+                grant.at = at
+                break
+        return at
 
     def pause(self, until: float) -> None:
         self.paused_until = max(self.paused_until, until)

@@ -181,8 +181,12 @@ class NodeActivities:
             caches = self._caches
             request, digest = await resolve_request(caches, input, workflow_id, run_id)
             member = input.model_index
+            # The keeper hears of the send while the request is on its way (the signal
+            # carries the send's time); it is heard before this activity's result, so
+            # before the run's release.
+            told = None
             if input.quota is not None:
-                await tell_sent(activity.client(), input.quota)
+                told = asyncio.ensure_future(tell_sent(activity.client(), input.quota))
             with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
                 try:
                     if input.stream_deltas and agent.model.streams:
@@ -196,6 +200,9 @@ class NodeActivities:
                 except ModelHTTPError as error:
                     await self._refused(agent, info.task_queue, error)
                     raise
+                finally:
+                    if told is not None:
+                        await told
             remember_answer(caches, workflow_id, request, response, digest)
             logger.debug(
                 "model responded", parts=len(response.parts), history=len(request.messages)

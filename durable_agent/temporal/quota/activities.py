@@ -41,11 +41,11 @@ async def ensure_quota_keeper(input: EnsureKeeper) -> None:
 
 
 async def tell_sent(client: Client, ticket: QuotaTicket) -> None:
-    """Tells the keeper the granted request goes out now (best effort: a keeper that does
-    not hear it counts the request from its grant)."""
+    """Tells the keeper the granted request goes out now, stamped with this worker's clock
+    (best effort: a keeper that does not hear it counts the request from its grant)."""
     try:
         await client.get_workflow_handle(ticket.keeper).signal(
-            "sent", QuotaSent(ask_id=ticket.ask_id)
+            "sent", QuotaSent(ask_id=ticket.ask_id, at=datetime.now(UTC))
         )
     except Exception as failure:
         log.warning("could not tell the quota keeper", keeper=ticket.keeper, error=str(failure))

@@ -144,14 +144,15 @@ class QuotaKeeper:
 
     @workflow.signal
     def sent(self, sent: QuotaSent) -> None:
-        """A granted request goes to the provider now: it counts from now (its grant
-        counted meanwhile)."""
+        """A granted request went to the provider: it counts from when its activity sent
+        it, not from when this keeper's task ran, which on a busy keeper is seconds later
+        (its grant counted meanwhile)."""
         lease = self.leases.get(sent.ask_id)
         if lease is None or not self.window.by_send:
             return
         now = workflow.now().timestamp()
-        self.window.sent(lease.granted_at, lease.tokens, now)
-        lease.granted_at = now
+        reported = None if sent.at is None else sent.at.timestamp()
+        lease.granted_at = self.window.sent(lease.granted_at, lease.tokens, now, reported)
         self._touch()
 
     @workflow.signal

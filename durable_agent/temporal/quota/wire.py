@@ -52,10 +52,13 @@ class QuotaGrant(BaseModel):
 
 
 class QuotaSent(BaseModel):
-    """The model request of grant `ask_id` goes to the provider now (each attempt: a retry
-    after a worker crash is a request of its own): the keeper counts it from now."""
+    """The model request of grant `ask_id` goes to the provider (each attempt: a retry
+    after a worker crash is a request of its own): the keeper counts it from `at`."""
 
     ask_id: str
+    at: datetime | None = None
+    """When the activity sent it, on its worker's clock (None, as 0.4.0's activities tell
+    it: when the keeper hears of it). Keepers that do not know the field ignore it."""
 
 
 class QuotaTicket(BaseModel):
