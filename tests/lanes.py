@@ -19,12 +19,16 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-__all__ = ["SERVER", "SERVER_FIXTURES", "install"]
+__all__ = ["SERVER", "SERVER_FIXTURES", "SLOW", "install"]
 
 SERVER = "server"
 UPGRADE_LOAD = "upgrade_load"
 """The rolling upgrade under load (tests/test_upgrade_load.py): also `server`; about two
 minutes at CI's size, so it can be chosen (`-m upgrade_load`) or left out on its own."""
+SLOW = "slow"
+"""Tests of a few minutes each (the 5,000-step run, the benchmark harness's quick mode and
+its instruction count): also `server`; CI runs them, a developer may leave them out with
+`-m "server and not slow"`."""
 SERVER_FIXTURES = frozenset({"dev_server"})
 """Fixtures that start a Temporal server: a test using one (directly or through another
 fixture) is marked `server`."""
@@ -79,6 +83,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{UPGRADE_LOAD}: the rolling upgrade under load (previous release's worker, server "
         "and worker killed, today's worker finishes the runs); about two minutes",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{SLOW}: a few minutes each (the 5,000-step run, the benchmarks' quick mode and "
+        "instruction count); in CI, left out locally with -m 'server and not slow'",
     )
     install()
 

@@ -20,6 +20,7 @@ ROOT = Path(__file__).parent.parent
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 
+@pytest.mark.slow
 def test_the_loop_is_counted_in_instructions_a_step() -> None:
     """Two runs under callgrind (half a minute each): the difference over the steps between
     them is what a step costs."""
@@ -39,6 +40,7 @@ def test_a_loop_run_makes_every_lookup_with_either_model(model: str) -> None:
     assert checkpoints == 5 * 7 + 6
 
 
+@pytest.mark.slow
 def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> None:
     out, report = tmp_path / "results", tmp_path / "RESULTS.md"
     command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)]

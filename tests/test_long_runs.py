@@ -297,6 +297,7 @@ async def quarter_kb_step(n: int) -> str:
     return f"step {n} ok " + "r" * 240
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 async def test_five_thousand_step_run(client: Client, tmp_path: Path) -> None:
     """The issue's bar: a 5,000-step agent run completes through continue-as-new."""
