@@ -28,7 +28,7 @@ minutes at CI's size, so it can be chosen (`-m upgrade_load`) or left out on its
 SLOW = "slow"
 """Tests of a few minutes each (the 5,000-step run, the benchmark harness's quick mode and
 its instruction count): also `server`; CI runs them, a developer may leave them out with
-`-m "server and not slow"`."""
+`-m "not slow"` (as the README says)."""
 SERVER_FIXTURES = frozenset({"dev_server"})
 """Fixtures that start a Temporal server: a test using one (directly or through another
 fixture) is marked `server`."""
@@ -87,7 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{SLOW}: a few minutes each (the 5,000-step run, the benchmarks' quick mode and "
-        "instruction count); in CI, left out locally with -m 'server and not slow'",
+        "instruction count); in CI, left out locally with -m 'not slow'",
     )
     install()
 
