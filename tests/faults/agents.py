@@ -362,13 +362,21 @@ _AGENTS = [
 
 
 def _config(**extra: object) -> AgentActivityConfig:
-    return AgentActivityConfig(
-        prepare_model_request=fast_activity(start_to_close=10),
-        model_request=fast_activity(),
-        tool_call=fast_activity(maximum_attempts=10),
-        validate_output=fast_activity(start_to_close=10),
-        **extra,  # type: ignore[arg-type]
-    )
+    """Five attempts for a model request, ten for a tool call; `extra` overrides either.
+
+    The random-kill test's model requests get ten as well: it SIGKILLs up to six workers
+    while each model request has a 2 s heartbeat, so one request can lose an attempt to
+    several kills in a row and another to a worker starved of CPU by its replacements
+    importing beside it. With more attempts than kills, a run that still fails lost its
+    attempts to something other than the kills.
+    """
+    options: dict[str, object] = {
+        "prepare_model_request": fast_activity(start_to_close=10),
+        "model_request": fast_activity(),
+        "tool_call": fast_activity(maximum_attempts=10),
+        "validate_output": fast_activity(start_to_close=10),
+    }
+    return AgentActivityConfig(**(options | extra))  # type: ignore[arg-type]
 
 
 AGENTS = [
@@ -378,6 +386,8 @@ AGENTS = [
         if agent is approval_can_agent
         else _config(delta_flush_interval=timedelta(milliseconds=50))
         if agent is stream_agent
+        else _config(model_request=fast_activity(maximum_attempts=10))
+        if agent is fanout_agent
         else _config(),
     )
     for agent in _AGENTS

@@ -17,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from durable_agent.temporal.devserver import DevServer
 
-from .agents import FANOUT_TOOL_STEPS, fanout_output
+from .agents import AGENTS, FANOUT_TOOL_STEPS, fanout_output
 from .support import Faults, Handle, WorkerProcess, unique
 
 pytestmark = pytest.mark.server
@@ -26,6 +26,16 @@ RUNS = 50
 MAX_KILLS = 6
 KILL_EVERY = (1.5, 3.0)
 DEADLINE = 120.0
+
+
+def test_every_call_may_lose_an_attempt_to_each_kill() -> None:
+    """A call whose every attempt lands on the next victim fails only after more kills than
+    the killer makes: the run then fails for some other reason, which the test should see."""
+    (fanout,) = (r.activities for r in AGENTS if r.agent.name == "fault-fanout")
+    for node in (fanout.model_request, fanout.tool_call):
+        retry_policy = node.get("retry_policy")
+        assert retry_policy is not None
+        assert retry_policy.maximum_attempts > MAX_KILLS + 1
 
 
 async def killer(faults: Faults, done: asyncio.Event, kills: list[tuple[float, str]]) -> None:
