@@ -1,0 +1,161 @@
+"""python -m benchmarks.memory_owners [A|B ...] [--first N] [--more N]
+
+Where the Python memory of a cached waiting run goes (issue 41, item 4): the `memory`
+measure says how much a run keeps (RSS, objects, blocks); this says which code allocated
+it. One side at a time, in this process (tracemalloc only sees its own), on a dev server of
+its own: `--first` runs of one step left waiting (A's for an approval, B's for a signal),
+a snapshot after a full collection, `--more` runs again, a second snapshot. What the second
+holds beyond the first, per run, is grouped by its owner: the innermost frame of the
+allocation in `durable_agent` or `benchmarks`, else in `temporalio`, else the innermost.
+
+A diagnosis, not a measurement for the report: tracemalloc slows the worker several times
+over (workflow tasks then overrun their 5 s warning), and sees neither the SDK's Rust core
+nor protobuf's arenas, the rest of the RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import tempfile
+import tracemalloc
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from benchmarks import workload
+from benchmarks.harness import Handle, free_port, log, wait_until
+from durable_agent.cli.logs import configure_logging
+from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
+from durable_agent.temporal.devserver import DevServer
+
+__all__ = ["owners", "main"]
+
+FRAMES = 25
+OURS = ("/durable_agent/", "/benchmarks/")
+
+
+def owner(traceback: Sequence[tracemalloc.Frame]) -> str:
+    """`file:line` of the frame that answers for an allocation (frames run oldest first)."""
+    for marks in (OURS, ("/temporalio/",)):
+        for frame in reversed(traceback):
+            if any(mark in frame.filename for mark in marks):
+                return _short(frame)
+    return _short(traceback[-1])
+
+
+def _short(frame: tracemalloc.Frame) -> str:
+    """The frame's file from its package down (`durable_agent/...`, `temporalio/...`), a
+    standard module's by its name."""
+    name = frame.filename
+    for mark in (*OURS, "/site-packages/"):
+        if mark in name:
+            name = name[name.rindex(mark) :].lstrip("/").removeprefix("site-packages/")
+            break
+    else:
+        name = Path(name).name
+    return f"{name}:{frame.lineno}"
+
+
+async def _start_waiting(
+    client: Client, kind: str, queue: str, count: int, waiting: int = 0
+) -> None:
+    """Starts `count` runs and returns once they and the `waiting` before them all wait."""
+    handles: list[Handle] = []
+    for first in range(0, count, 50):
+        batch = min(50, count - first)
+        handles += await asyncio.gather(
+            *(workload.start(client, kind, queue, 1, waiting=True) for _ in range(batch))
+        )
+
+    async def check() -> bool:
+        if kind == "A":  # not by query: answering one could fill what a run keeps
+            query = f"TaskQueue = '{queue}' AND PendingApprovals > 0"
+            return (await client.count_workflows(query)).count >= waiting + count
+        return all(await asyncio.gather(*(workload.is_waiting(kind, h) for h in handles)))
+
+    await wait_until(check, 120 + count / 5, f"the {kind} runs did not all wait")
+
+
+def _snapshot() -> tracemalloc.Snapshot:
+    gc.collect()
+    return tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+
+
+async def owners(kind: str, first: int, more: int) -> dict[str, Any]:
+    """Per waiting run of side `kind`: traced bytes and blocks in all and by owner."""
+    directory = Path(tempfile.mkdtemp(prefix="memory-owners-"))
+    server = DevServer(directory / "dev.db", port=free_port(), ui_port=free_port())
+    await server.start()
+    try:
+        if kind == "A":
+            agent = AgentRegistration(workload.agent(1, waiting=True), AgentActivityConfig())
+            client = await Client.connect(
+                server.address, plugins=[DurableAgentPlugin(agents=[agent])]
+            )
+            hosted: dict[str, Any] = {}
+        else:
+            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            hosted = {
+                "workflows": [workload.BareAgentWorkflow],
+                "activities": workload.BARE_ACTIVITIES,
+            }
+        queue = f"memory-owners-{uuid.uuid4().hex[:8]}"
+        runner = workload.sandbox_runner()
+        async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):
+            await _start_waiting(client, kind, queue, first)
+            before = _snapshot()
+            await _start_waiting(client, kind, queue, more, waiting=first)
+            after = _snapshot()
+    finally:
+        server.stop()
+    sizes: Counter[str] = Counter()
+    blocks: Counter[str] = Counter()
+    for stat in after.compare_to(before, "traceback"):
+        name = owner(list(stat.traceback))
+        sizes[name] += stat.size_diff
+        blocks[name] += stat.count_diff
+    return {
+        "kind": kind,
+        "runs": more,
+        "bytes_a_run": sum(sizes.values()) / more,
+        "blocks_a_run": sum(blocks.values()) / more,
+        "owners": [(name, size / more, blocks[name] / more) for name, size in sizes.most_common()],
+    }
+
+
+def _print(found: dict[str, Any], top: int) -> None:
+    print(
+        f"{found['kind']}: {found['bytes_a_run'] / 1024:.1f} KiB and "
+        f"{found['blocks_a_run']:.0f} blocks a waiting run ({found['runs']} runs)"
+    )
+    for name, size, blocks in found["owners"][:top]:
+        print(f"  {size:8.0f} B {blocks:6.1f} blocks  {name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("sides", nargs="*", choices=["A", "B"], default=["A", "B"])
+    parser.add_argument("--first", type=int, default=100, help="runs before the first snapshot")
+    parser.add_argument("--more", type=int, default=400, help="runs between the snapshots")
+    parser.add_argument("--top", type=int, default=20, help="owners listed per side")
+    args = parser.parse_args()
+    configure_logging("console", level=logging.WARNING)
+    tracemalloc.start(FRAMES)
+    for kind in args.sides:
+        log(f"memory owners: side {kind}")
+        _print(asyncio.run(owners(kind, args.first, args.more)), args.top)
+
+
+if __name__ == "__main__":
+    main()
