@@ -847,7 +847,7 @@ async def test_calls_of_one_id_held_by_two_sub_agents_have_addresses_of_their_ow
     """Each pending call's address names the workflow that holds it: deciding one of two
     sub-agents' `p1` decides that one; its losing side of a race is told 409, not 404."""
     from durable_agent.inbox.auth import Identity
-    from durable_agent.inbox.decisions import act
+    from durable_agent.inbox.decisions import act, answer
 
     from . import subagent_agents
 
@@ -862,16 +862,20 @@ async def test_calls_of_one_id_held_by_two_sub_agents_have_addresses_of_their_ow
         holders = {p.agent: p.workflow_id for p in view.pending_approvals}
         alice = Identity("alice")
         form: Any = {"reason": "not this one"}
-        text, code = await act(agents, "deny", run.id, "p1", form, alice)
+        text, code = await answer(act(agents, "deny", run.id, "p1", form, alice))
         assert code == 409
         assert "pending in more than one workflow" in text
-        text, code = await act(agents, "deny", run.id, "p1", form, alice, holders["editor"])
+        text, code = await answer(act(agents, "deny", run.id, "p1", form, alice, holders["editor"]))
         assert code == 200, text
-        text, code = await act(agents, "deny", run.id, "p1", form, alice, holders["editor"])
+        text, code = await answer(act(agents, "deny", run.id, "p1", form, alice, holders["editor"]))
         assert code == 409, text  # decided already: the losing side of a race
-        text, code = await act(agents, "deny", run.id, "p1", form, alice, "no-such-workflow")
+        text, code = await answer(
+            act(agents, "deny", run.id, "p1", form, alice, "no-such-workflow")
+        )
         assert code == 404, text
-        text, code = await act(agents, "approve", run.id, "p1", {}, alice, holders["writer"])
+        text, code = await answer(
+            act(agents, "approve", run.id, "p1", {}, alice, holders["writer"])
+        )
         assert code == 200, text
         result = await asyncio.wait_for(run.result(), 60)
         assert result.status == "completed"

@@ -34,7 +34,7 @@ from durable_agent.engine.pricing import dollars
 from durable_agent.temporal.client import AgentClient, AgentRunError
 
 from .auth import Identity, LoginThrottle, UserDirectory, identity_from_headers
-from .decisions import Action, act, http_status, refusal
+from .decisions import Action, act, answer
 from .views import Flash, RunCard, dom_id, load_run, load_runs, relative, version_of
 
 __all__ = ["InboxSettings", "create_app"]
@@ -340,12 +340,9 @@ class _Inbox:
         workflow_id = request.path_params["workflow_id"]
         call_id = request.path_params.get("call_id", "")
         holder = request.query_params.get("holder") or None
-        try:
-            text, status_code = await act(
-                self.agents, action, workflow_id, call_id, form, identity, holder
-            )
-        except AgentRunError as error:
-            text, status_code = refusal(error), http_status(error)
+        text, status_code = await answer(
+            act(self.agents, action, workflow_id, call_id, form, identity, holder)
+        )
         flash = Flash(text, ok=status_code < 400)
         if "hx-request" in request.headers:
             card = await load_run(

@@ -12,6 +12,7 @@ approval keys. Each outcome is a message and an HTTP status.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 from typing import Any, Literal
 
 from starlette.datastructures import FormData
@@ -31,7 +32,7 @@ from durable_agent.temporal.wire import PendingApprovalView
 
 from .auth import Identity
 
-__all__ = ["Action", "act", "http_status", "refusal"]
+__all__ = ["Action", "act", "answer", "http_status", "refusal"]
 
 Action = Literal["approve", "deny", "deferred", "resume"]
 """What a person can do from a run's card."""
@@ -102,6 +103,17 @@ async def act(
         f"{accepted.status}",
         200,
     )
+
+
+async def answer(acting: Awaitable[tuple[str, int]]) -> tuple[str, int]:
+    """What the inbox tells a person who acted: `act`'s answer, or, when the run or Temporal
+    refused the call, why and as which HTTP status. The losing side of a race may learn it
+    either way: from the run's view (the call is decided already) or, when the view was read
+    before the other side's decision reached it, from the workflow's refusal; both are 409."""
+    try:
+        return await acting
+    except AgentRunError as error:
+        return refusal(error), http_status(error)
 
 
 async def _deliver(
