@@ -31,3 +31,13 @@ def test_without_ours_the_sdk_answers_then_the_innermost() -> None:
         owner(frames((SDK, 335), (PYDANTIC, 280))) == "temporalio/worker/_workflow_instance.py:335"
     )
     assert owner(frames(("/usr/lib/python3.11/random.py", 125))) == "random.py:125"
+
+
+def test_frames_that_pass_the_sdk_on_answer_for_nothing() -> None:
+    traceback = frames(
+        ("/x/benchmarks/memory_owners.py", 165),
+        ("/x/durable_agent/temporal/sandbox.py", 185),
+        (SDK, 335),
+        ("/usr/lib/python3.11/random.py", 125),
+    )
+    assert owner(traceback) == "temporalio/worker/_workflow_instance.py:335"
