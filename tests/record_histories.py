@@ -14,11 +14,22 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from durable_agent import AgentExecutionNode
-from durable_agent.temporal import AgentWorkflow, AgentWorkflowInput, ApprovalSignal, ResumeSignal
-from durable_agent.temporal.devserver import DevServer
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
 
-from .replay_agents import replay_agents
+from durable_agent import AgentExecutionNode
+from durable_agent.temporal import (
+    AgentWorkflow,
+    AgentWorkflowInput,
+    ApprovalSignal,
+    DurableAgentPlugin,
+    ResumeSignal,
+)
+from durable_agent.temporal.devserver import DevServer
+from durable_agent.temporal.quota import keeper_id
+
+from .replay_agents import QUOTA_KEY, REPLAY_QUOTAS, quoted, replay_agents
+from .support.limited_server import limited_server
 from .temporal_support import connect, free_port, new_worker
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -88,12 +99,38 @@ async def record(names: list[str]) -> None:
                 await approval.result()
                 runs[label] = approval
 
+            runs.update(await quota_runs(client))
+
             for label, handle in runs.items():
                 if names and label not in names:
                     continue
                 history = await handle.fetch_history()
                 (HISTORIES / f"{label}.json").write_text(history.to_json())
                 print(f"recorded {label}: {len(history.events)} events")
+
+
+async def quota_runs(client: Client) -> dict[str, WorkflowHandle[object, object]]:
+    """Two runs of `replay-quoted` at once under a quota of one request in 10 s: the second
+    one's grant comes ahead of its slot (`quota_second`), and the key's keeper, still
+    running (`quota_keeper`)."""
+    queue = f"replay-quota-{uuid.uuid4().hex[:6]}"
+    with limited_server(limit=1, window=10.0, retry_after=None) as limited:
+        plugin = DurableAgentPlugin([quoted(limited.server.base_url)], quotas=REPLAY_QUOTAS)
+        async with Worker(client, task_queue=queue, plugins=[plugin]):
+            handles = [
+                await client.start_workflow(
+                    AgentWorkflow.run,
+                    AgentWorkflowInput(agent="replay-quoted", prompt=f"question {i}"),
+                    id=f"replay-quota-{i}-{uuid.uuid4().hex[:6]}",
+                    task_queue=queue,
+                )
+                for i in range(2)
+            ]
+            for handle in handles:
+                await handle.result()
+        assert limited.refused == 0, f"{limited.refused} requests refused"
+    keeper = client.get_workflow_handle(keeper_id(queue, QUOTA_KEY))
+    return {"quota_first": handles[0], "quota_second": handles[1], "quota_keeper": keeper}
 
 
 if __name__ == "__main__":

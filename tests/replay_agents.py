@@ -6,7 +6,9 @@ issues makes `test_replay.py` fail: that is the point.
 
 from __future__ import annotations
 
-from durable_agent import AgentBuilder, TestModel
+from durable_agent import AgentBuilder, ModelQuota, TestModel
+from durable_agent.agent.agent import Agent
+from durable_agent.models.openai import OpenAIChatModel
 from durable_agent.temporal import AgentActivityConfig, AgentRegistration
 
 from .helpers import call, text_response, tool_response
@@ -18,6 +20,19 @@ def get_weather(city: str) -> str:
 
 def deploy(env: str) -> str:
     return f"deployed to {env}"
+
+
+QUOTA_KEY = "openai:gpt-4o-mini"
+REPLAY_QUOTAS = {QUOTA_KEY: ModelQuota(requests_per_minute=6)}
+"""The recording worker's quota: one request in any 10 s, so the second run's request waits
+for a slot granted ahead of its opening."""
+
+
+def quoted(base_url: str = "http://127.0.0.1:9/v1") -> Agent[str]:
+    """`replay-quoted`, one request under `REPLAY_QUOTAS` (the address matters only when
+    recording: a replay sends nothing)."""
+    model = OpenAIChatModel("gpt-4o-mini", base_url=base_url, api_key="sk-test")
+    return AgentBuilder(model).name("replay-quoted").instructions("Answer in one word.").build()
 
 
 def replay_agents() -> list[AgentRegistration]:
@@ -62,4 +77,8 @@ def replay_agents() -> list[AgentRegistration]:
         .build()
     )
     local = AgentActivityConfig(local_activities=("prepare_model_request", "validate_output"))
-    return [*(AgentRegistration(agent) for agent in agents), AgentRegistration(deployer, local)]
+    return [
+        *(AgentRegistration(agent) for agent in agents),
+        AgentRegistration(deployer, local),
+        AgentRegistration(quoted()),
+    ]

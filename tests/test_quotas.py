@@ -13,15 +13,19 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from durable_agent.contract.errors import UserError
 from durable_agent.engine.quotas import (
     SEND_MARGIN,
+    SHORT_SEND_MARGIN,
     ModelQuota,
     QuotaWindow,
     estimate_tokens,
@@ -29,9 +33,12 @@ from durable_agent.engine.quotas import (
     parse_quota,
 )
 from durable_agent.models.openai import OpenAIChatModel
+from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.temporal.client import AgentClient
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.quota import KeeperView, QuotaKeeper, keeper_id
+from durable_agent.temporal.quota.activities import wait_for_slot
+from durable_agent.temporal.quota.wire import KEEPER_WORKFLOW, KeeperInput, QuotaAsk, QuotaTicket
 from durable_agent.temporal.registry import AgentRegistration
 
 from .support.limited_server import limited_server
@@ -464,3 +471,64 @@ def test_a_sent_request_counts_from_its_reported_send_within_grant_and_now() -> 
     assert window.sent(0.0, 10, now=4.0) == 4.0  # 0.4.0's activities report no time
     assert window.sent(2.0, 10, now=4.0, reported=1.0) == 2.0  # not before its grant
     assert window.sent(2.0, 10, now=4.0, reported=9.0) == 4.0  # not after it was heard of
+
+
+def test_a_slot_granted_ahead_counts_from_its_opening_with_the_short_margin() -> None:
+    """Keepers since the direct path grant a slot before it opens: the grant counts from
+    its opening, and an ended request counts half a second past its send, not a second."""
+    quota = ModelQuota(requests_per_minute=6)  # one per 10 s
+    window = QuotaWindow(quota, by_send=True, margin=SHORT_SEND_MARGIN)
+    window.grant(0.0, 10)
+    window.settle(3.0, 0.0, 10, None)
+    assert window.wait(8.0, 10) == SHORT_SEND_MARGIN + 10 - 8.0
+    window.grant(10.5, 10)  # granted at 8.5, two seconds ahead of its opening
+    assert window.wait(9.0, 10) == 10.0  # in flight: nothing more until it ends
+    window.settle(12.0, 10.5, 10, None)
+    assert window.wait(12.0, 10) == 10.5 + SHORT_SEND_MARGIN + 10 - 12.0
+    restored = QuotaWindow.restore(quota, window.snapshot(), 0, 0.0, by_send=True)
+    assert restored.margin == SEND_MARGIN  # keepers recorded before keep theirs
+
+
+async def test_a_request_granted_ahead_waits_in_its_activity_until_its_slot() -> None:
+    opens = datetime.now(UTC) + timedelta(seconds=0.3)
+    await wait_for_slot(QuotaTicket(keeper="k", ask_id="a", not_before=opens))
+    assert datetime.now(UTC) >= opens
+    began = time.monotonic()
+    await wait_for_slot(QuotaTicket(keeper="k", ask_id="a", not_before=opens))  # passed
+    await wait_for_slot(QuotaTicket(keeper="k", ask_id="a"))  # granted with the slot open
+    assert time.monotonic() - began < 0.1
+
+
+async def test_a_grant_for_a_run_that_has_ended_is_free_again(client: Client) -> None:
+    """The keeper tells grants with one local activity; a run that ended before its grant
+    came cannot be told, and its slot goes back to the window at once."""
+    quota = ModelQuota(requests_per_minute=60, max_concurrent=1)
+    key = "openai:gpt-4o-mini"
+    queue = unique("ended")
+    plugin = DurableAgentPlugin([], quotas={key: quota})
+    async with Worker(client, task_queue=queue, plugins=[plugin]):
+        keeper = await client.start_workflow(
+            KEEPER_WORKFLOW,
+            KeeperInput(key=key, quota=quota),
+            id=keeper_id(queue, key),
+            task_queue=queue,
+            start_signal="ask",
+            start_signal_args=[QuotaAsk(ask_id="gone", requester=unique("no-such-run"), tokens=1)],
+        )
+        for _ in range(100):
+            state = await _keeper_state(keeper)
+            if state is not None and state.granted_last_minute == 1 and state.in_flight == 0:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the ended run's grant is still held: {state}")
+        history = await keeper.fetch_history()
+        told = [
+            e
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and b"tell_quota_grants"
+            in e.marker_recorded_event_attributes.details["data"].SerializeToString()
+        ]
+        assert len(told) == 1
+        await keeper.terminate("test over")

@@ -10,6 +10,7 @@ Every `*.json` under tests/histories replays here, through the test kit users ge
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from temporalio.client import WorkflowHistory
 
 from durable_agent.testing import NonDeterministicReplay, replay_folder, replay_histories
 
-from .replay_agents import replay_agents
+from .replay_agents import REPLAY_QUOTAS, replay_agents
 from .temporal_support import event_types
 from .upgrade_agents import AGENTS as UPGRADE_AGENTS
 
@@ -49,6 +50,31 @@ def history_id(path: Path) -> str:
 def test_histories_are_recorded() -> None:
     names = {path.stem for path in HISTORIES if path.parent == HISTORY_DIR}
     assert {"tool_run", "suspend_resume", "approved", "denied", "local_activities"} <= names
+    # a quota's runs and its keeper, asking and telling with local activities
+    assert {"quota_first", "quota_second", "quota_keeper"} <= names
+
+
+def test_the_quota_histories_hold_the_direct_path() -> None:
+    """The recorded keeper granted the second run's slot ahead (a timer shorter than the
+    window, then its grants told by a local activity), so replay covers that path."""
+
+    def local_activities(name: str) -> list[str]:
+        history = json.loads((HISTORY_DIR / f"{name}.json").read_text())
+        names = []
+        for event in history["events"]:
+            details = event.get("markerRecordedEventAttributes", {}).get("details", {})
+            for payload in details.get("data", {}).get("payloads", []):
+                names.append(json.loads(base64.b64decode(payload["data"]))["activity_type"])
+        return names
+
+    assert local_activities("quota_keeper") == ["tell_quota_grants"] * 2
+    assert local_activities("quota_second") == ["ask_quota_keeper", "release_to_quota_keeper"]
+    keeper = WorkflowHistory.from_json(
+        "quota_keeper", json.loads((HISTORY_DIR / "quota_keeper.json").read_text())
+    )
+    types = event_types(keeper)
+    assert "TIMER_FIRED" in types
+    assert "WORKFLOW_EXECUTION_COMPLETED" not in types
 
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
@@ -84,7 +110,10 @@ def every_agent() -> list[object]:
     return [*replay_agents(), *UPGRADE_AGENTS]
 
 
-test_history_replays = replay_folder(HISTORY_DIR, agents=every_agent)
+REPLAY_OPTIONS = {"quotas": REPLAY_QUOTAS}
+"""The recording workers' configuration the histories need (the quota runs and keeper)."""
+
+test_history_replays = replay_folder(HISTORY_DIR, agents=every_agent, plugin_options=REPLAY_OPTIONS)
 """One test per file under tests/histories, named by its path there (`v0.2.0/approved`)."""
 
 

@@ -218,10 +218,10 @@ async def test_histories_recorded_before_replay_with_tracing_on_and_export_nothi
     out."""
     from durable_agent.testing import replay_histories
 
-    from .test_replay import HISTORIES, every_agent
+    from .test_replay import HISTORIES, REPLAY_OPTIONS, every_agent
 
     replayed = await replay_histories(
-        HISTORIES, agents=every_agent(), plugin_options={"tracing": provider}
+        HISTORIES, agents=every_agent(), plugin_options={**REPLAY_OPTIONS, "tracing": provider}
     )
     assert replayed >= len(HISTORIES)
     provider.force_flush()

@@ -24,6 +24,8 @@ from ..models.base import Model
 
 __all__ = [
     "BURST_SECONDS",
+    "SEND_MARGIN",
+    "SHORT_SEND_MARGIN",
     "ModelQuota",
     "QuotaWindow",
     "estimate_tokens",
@@ -119,8 +121,13 @@ def parse_quota(spec: str) -> tuple[str, ModelQuota]:
 
 
 SEND_MARGIN = 1.0
-"""Seconds a request may take from its grant to the provider (the activity's dispatch):
-an ended request counts in each span for this much longer than from its grant."""
+"""Seconds a request may take from when it counts (its send, as its sender reported it) to
+the provider: an ended request counts in each span for this much longer. The keepers
+recorded before `SHORT_SEND_MARGIN` use it."""
+SHORT_SEND_MARGIN = 0.5
+"""The margin of keepers that hear a request's send from its activity's own clock and have
+the activity wait for its slot (`QuotaGrant.not_before`): what is left to cover is the
+request's way to the provider and the clocks' skew, not a dispatch."""
 
 
 @dataclass
@@ -150,10 +157,12 @@ class QuotaWindow:
     paused_until: float = 0.0
     by_send: bool = False
     """Count an ended request in the spans from when it was sent (its grant, plus
-    `SEND_MARGIN`), as a provider counts it, not from when it ended: a minute's requests go
+    `margin`), as a provider counts it, not from when it ended: a minute's requests go
     out in a minute, not in a minute plus their durations. While a request is in flight it
     counts in every span (a retried attempt after a worker crash goes out under the same
     grant). False: the keepers recorded before it count from the end."""
+    margin: float = SEND_MARGIN
+    """With `by_send`, how much longer than from its send an ended request counts."""
 
     def wait(self, now: float, tokens: int) -> float | None:
         """Seconds until a request estimated at `tokens` may go (0: now); None while only a
@@ -190,10 +199,12 @@ class QuotaWindow:
 
     def _since(self, grant: _Grant) -> float:
         """From when a grant counts in the spans."""
-        return grant.at + SEND_MARGIN if self.by_send and not grant.open else grant.at
+        return grant.at + self.margin if self.by_send and not grant.open else grant.at
 
-    def grant(self, now: float, tokens: int) -> None:
-        self.grants.append(_Grant(now, tokens))
+    def grant(self, at: float, tokens: int) -> None:
+        """Counts a request from `at`: now, or the moment ahead it was granted for (its
+        sender waits until then)."""
+        self.grants.append(_Grant(at, tokens))
         self.in_flight += 1
 
     def settle(self, now: float, granted_at: float, estimated: int, used: int | None) -> None:
@@ -216,7 +227,7 @@ class QuotaWindow:
         """The request granted at `granted_at` went out at `reported` (the sender's clock),
         or, unreported, now: it counts from then, which is returned. A reported time is kept
         between the grant and now, so a sender's skewed clock can neither count a request
-        before it was allowed nor after it was heard of; `SEND_MARGIN` covers the rest."""
+        before it was allowed nor after it was heard of; `margin` covers the rest."""
         at = now if reported is None else min(now, max(granted_at, reported))
         for grant in self.grants:
             if grant.open and grant.at == granted_at and grant.tokens == tokens:
@@ -242,6 +253,7 @@ class QuotaWindow:
         paused_until: float,
         *,
         by_send: bool = False,
+        margin: float = SEND_MARGIN,
     ) -> QuotaWindow:
         kept = [_Grant(at, tokens, open) for at, tokens, open in grants]
-        return cls(quota, kept, in_flight, paused_until, by_send)
+        return cls(quota, kept, in_flight, paused_until, by_send, margin)

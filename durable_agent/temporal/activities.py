@@ -40,7 +40,7 @@ from .compaction.resolver import remember_answer, resolve_request, resolve_tool_
 from .deltas import DeltaPublisher
 from .forks import load_checkpoint
 from .hosting import Hosting
-from .quota.activities import pause_key, tell_sent
+from .quota.activities import pause_key, tell_sent, wait_for_slot
 from .registry import AgentRegistration
 from .tool_threads import ToolThreads
 from .toolsets import ToolsetPool
@@ -186,6 +186,7 @@ class NodeActivities:
             # before the run's release.
             told = None
             if input.quota is not None:
+                await wait_for_slot(input.quota)
                 told = asyncio.ensure_future(tell_sent(activity.client(), input.quota))
             with FallbackModel.pinned(member) if member is not None else contextlib.nullcontext():
                 try:

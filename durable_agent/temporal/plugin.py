@@ -71,7 +71,7 @@ from durable_agent.engine.quotas import ModelQuota
 from durable_agent.engine.spec import AgentSpec
 
 from ._sdk import activity_name
-from .quota import QuotaKeeper, ensure_quota_keeper
+from .quota import QUOTA_ACTIVITIES, QuotaKeeper
 from .registry import AgentNameTaken, AgentRegistration
 from .runtime import RuntimeInterceptor, WorkerRuntime, find_runtime
 from .sandbox import ContextCachingSandboxedWorkflowRunner, ignores_contexts
@@ -366,8 +366,8 @@ class DurableAgentPlugin(SimplePlugin):
         activities: list[Callable[..., Any]] = list(config.get("activities") or ())
         names = {activity_name(a) for a in activities}
         activities.extend(a for a in runtime.activities.all() if activity_name(a) not in names)
-        if self.quotas and ensure_quota_keeper not in activities:
-            activities.append(ensure_quota_keeper)
+        if self.quotas:
+            activities.extend(a for a in QUOTA_ACTIVITIES if a not in activities)
         config["activities"] = activities
         config = super().configure_worker(config)
         if joining:

@@ -341,16 +341,21 @@ class ActivityNodeRunner:
         if limited is None or self.quota_gate is None:
             return await request(None)
         key, quota = limited
-        ask = await self.quota_gate.acquire(key, quota, estimate_tokens(input.messages))
-        if ask is None:
+        grant = await self.quota_gate.acquire(key, quota, estimate_tokens(input.messages))
+        if grant is None:
             return await request(None)
+        ask = grant.ask_id
         try:
-            ticket = QuotaTicket(keeper=keeper_id(workflow.info().task_queue, key), ask_id=ask)
+            ticket = QuotaTicket(
+                keeper=keeper_id(workflow.info().task_queue, key),
+                ask_id=ask,
+                not_before=grant.not_before,
+            )
             response = await request(ticket)
         except BaseException:
-            self.quota_gate.release(key, ask, None)
+            self.quota_gate.give_back(key, ask)
             raise
-        self.quota_gate.release(key, ask, response.usage.total_tokens or None)
+        await self.quota_gate.release(key, ask, response.usage.total_tokens or None)
         return response
 
     def _routed(self, options: dict[str, Any], role: Role) -> dict[str, Any]:

@@ -3,8 +3,15 @@ before its model request (see `keeper`, `gate`, `activities`)."""
 
 from __future__ import annotations
 
-from .activities import ensure_quota_keeper
+from .activities import QUOTA_ACTIVITIES, ensure_quota_keeper
 from .keeper import QuotaKeeper
 from .wire import KeeperView, QuotaWaitView, keeper_id
 
-__all__ = ["KeeperView", "QuotaKeeper", "QuotaWaitView", "ensure_quota_keeper", "keeper_id"]
+__all__ = [
+    "QUOTA_ACTIVITIES",
+    "KeeperView",
+    "QuotaKeeper",
+    "QuotaWaitView",
+    "ensure_quota_keeper",
+    "keeper_id",
+]

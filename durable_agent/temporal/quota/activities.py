@@ -1,20 +1,56 @@
-"""The activity side of quotas: starting a key's keeper, and pausing a key on a 429."""
+"""The activity side of quotas: asking a key's keeper (and starting it), telling runs their
+grants and the keeper their releases, waiting for a slot granted ahead, and pausing a key on
+a 429.
+
+Runs and keepers tell each other through local activities rather than workflow signal
+commands: a signal command is confirmed by a workflow task of the sender's own, and on a busy
+server those confirmations, not the keeper's arithmetic, set how fast a window's grants go
+out.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import structlog
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.common import Priority
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.contract.errors import ModelHTTPError
 from durable_agent.engine.quotas import ModelQuota
 
-from .wire import KEEPER_WORKFLOW, KeeperInput, QuotaPause, QuotaSent, QuotaTicket, keeper_id
+from .wire import (
+    GRANT_SIGNAL,
+    KEEPER_WORKFLOW,
+    AskKeeper,
+    KeeperInput,
+    QuotaPause,
+    QuotaSent,
+    QuotaTicket,
+    ReleaseToKeeper,
+    TellGrants,
+    keeper_id,
+)
 
-__all__ = ["EnsureKeeper", "ensure_quota_keeper", "pause_key", "tell_sent"]
+__all__ = [
+    "QUOTA_ACTIVITIES",
+    "EnsureKeeper",
+    "ask_quota_keeper",
+    "ensure_quota_keeper",
+    "pause_key",
+    "release_to_quota_keeper",
+    "tell_quota_grants",
+    "tell_sent",
+    "wait_for_slot",
+]
+
+KEEPER_PRIORITY = Priority(priority_key=1)
+"""A keeper's workflow tasks go before the runs' when a queue is backlogged: every run of the
+key waits on them."""
 
 log = structlog.get_logger("durable_agent.quota")
 
@@ -38,6 +74,67 @@ async def ensure_quota_keeper(input: EnsureKeeper) -> None:
         start_signal_args=[input.quota],
         static_summary=f"model quota {input.key}",
     )
+
+
+@activity.defn(name="ask_quota_keeper")
+async def ask_quota_keeper(input: AskKeeper) -> None:
+    """One run's ask, and the keeper started with the asker's quota if it does not run
+    (signal with start: one call whichever it is)."""
+    quota = input.ask.quota
+    assert quota is not None, "a run asks with its quota"
+    await activity.client().start_workflow(
+        KEEPER_WORKFLOW,
+        KeeperInput(key=input.key, quota=quota),
+        id=keeper_id(input.task_queue, input.key),
+        task_queue=input.task_queue,
+        start_signal="ask",
+        start_signal_args=[input.ask],
+        static_summary=f"model quota {input.key}",
+        priority=KEEPER_PRIORITY,
+    )
+
+
+@activity.defn(name="release_to_quota_keeper")
+async def release_to_quota_keeper(input: ReleaseToKeeper) -> None:
+    await activity.client().get_workflow_handle(input.keeper).signal("release", input.release)
+
+
+@activity.defn(name="tell_quota_grants")
+async def tell_quota_grants(input: TellGrants) -> list[str]:
+    """Signals each grant to its run, all at once; the ask ids whose run has ended (the
+    keeper frees those grants again). Any other failure fails the activity, which retries:
+    a run told twice keeps the first."""
+    client = activity.client()
+
+    async def tell(requester: str, signal: object) -> bool:
+        try:
+            await client.get_workflow_handle(requester).signal(GRANT_SIGNAL, signal)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    told = await asyncio.gather(*(tell(n.requester, n.grant) for n in input.grants))
+    return [n.grant.ask_id for n, ok in zip(input.grants, told, strict=True) if not ok]
+
+
+QUOTA_ACTIVITIES = (
+    ensure_quota_keeper,
+    ask_quota_keeper,
+    release_to_quota_keeper,
+    tell_quota_grants,
+)
+"""What a worker with a quota registers beside the agents' activities."""
+
+
+async def wait_for_slot(ticket: QuotaTicket) -> None:
+    """A slot granted ahead: the request leaves when it opens (on this worker's clock; the
+    keeper's margin covers the skew)."""
+    if ticket.not_before is not None:
+        delay = (ticket.not_before - datetime.now(UTC)).total_seconds()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
 
 async def tell_sent(client: Client, ticket: QuotaTicket) -> None:

@@ -9,7 +9,11 @@ from pydantic import BaseModel, Field
 from durable_agent.engine.quotas import ModelQuota
 
 __all__ = [
+    "GRANT_SIGNAL",
+    "KEEPER_WORKFLOW",
     "QUOTA_MEMO",
+    "AskKeeper",
+    "GrantNotice",
     "KeeperInput",
     "KeeperView",
     "Lease",
@@ -20,10 +24,14 @@ __all__ = [
     "QuotaSent",
     "QuotaTicket",
     "QuotaWaitView",
+    "ReleaseToKeeper",
+    "TellGrants",
     "keeper_id",
 ]
 
 KEEPER_WORKFLOW = "DurableAgentQuotaKeeper"
+GRANT_SIGNAL = "quota_granted"
+"""The signal a run hears its grant on."""
 
 
 def keeper_id(task_queue: str, key: str) -> str:
@@ -44,11 +52,17 @@ class QuotaAsk(BaseModel):
     own priority (`AgentClient.start(priority=...)`) when it has one."""
     lease_seconds: float = 600.0
     """How long the grant counts against concurrency if its run never releases it."""
+    quota: ModelQuota | None = None
+    """The asking worker's quota for the key (runs that ask with signal-with-start carry it:
+    the keeper they start, or find, learns it from the ask itself)."""
 
 
 class QuotaGrant(BaseModel):
     ask_id: str
     key: str
+    not_before: datetime | None = None
+    """A slot granted ahead of its opening: the request waits in its activity until then
+    rather than for another round of signals once the slot is free (None: go now)."""
 
 
 class QuotaSent(BaseModel):
@@ -67,6 +81,33 @@ class QuotaTicket(BaseModel):
 
     keeper: str
     ask_id: str
+    not_before: datetime | None = None
+    """The grant's `not_before`: the activity sends no earlier."""
+
+
+class AskKeeper(BaseModel):
+    """A run's ask, sent by a local activity with signal-with-start (the keeper starts if
+    it does not run yet)."""
+
+    task_queue: str
+    key: str
+    ask: QuotaAsk
+
+
+class ReleaseToKeeper(BaseModel):
+    keeper: str
+    release: QuotaRelease
+
+
+class GrantNotice(BaseModel):
+    requester: str
+    grant: QuotaGrant
+
+
+class TellGrants(BaseModel):
+    """The grants a keeper made in one workflow task, signalled by one local activity."""
+
+    grants: list[GrantNotice]
 
 
 class QuotaRelease(BaseModel):

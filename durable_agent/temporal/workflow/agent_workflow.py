@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from ..hosting import hosting
     from ..outbox import all_sent
     from ..quota.gate import QuotaGate, quota_priority
-    from ..quota.keeper import GRANT_SIGNAL
+    from ..quota.wire import GRANT_SIGNAL
     from ..registry import AgentRegistration
     from ..runner import ActivityNodeRunner, WorkflowIdSource
     from ..search_attributes import AGENT_NAME, FORKED_FROM
