@@ -355,7 +355,11 @@ class ActivityNodeRunner:
         except BaseException:
             self.quota_gate.give_back(key, ask)
             raise
-        await self.quota_gate.release(key, ask, response.usage.total_tokens or None)
+        try:
+            await self.quota_gate.release(key, ask, response.usage.total_tokens or None)
+        except BaseException:  # cancelled while telling: the grant still goes back
+            self.quota_gate.give_back(key, ask)
+            raise
         return response
 
     def _routed(self, options: dict[str, Any], role: Role) -> dict[str, Any]:
