@@ -46,7 +46,9 @@ def upgrade(data: dict[str, Any]) -> list[str]:
         "",
         f"Completed {data.get('completed', 0)} of {data['runs']}; workflow task failures "
         f"{data.get('workflow_task_failures', 'n/a')} in {data.get('histories_checked', 0)} "
-        f"histories; problems: {len(problems)}"
+        "histories"
+        + _races(data)
+        + f"; problems: {len(problems)}"
         + (" (the first: " + "; ".join(problems[:3]) + ")" if problems else "")
         + ".",
         "",
@@ -77,6 +79,17 @@ def upgrade(data: dict[str, Any]) -> list[str]:
             "",
         ]
     return lines
+
+
+def _races(data: dict[str, Any]) -> str:
+    """The previous release's own close race, counted apart from the upgrade's failures."""
+    races = data.get("previous_release_close_races")
+    if not races:
+        return ""
+    return (
+        f" (and {races} by the previous release's worker closing a run before its last "
+        "signal was confirmed, a race fixed since: the task is retried and the run completes)"
+    )
 
 
 def upgrade_summary(data: dict[str, Any]) -> list[str]:

@@ -34,6 +34,9 @@ def test_the_upgrade_section_names_the_runs_the_phases_and_the_slowest_run() -> 
     assert "The slowest run: `slow-0000-abc` (slow), 4.50 s." in text
     summary = "\n".join(report_fleet.upgrade_summary(upgrade_figures([])))
     assert "4 of 4 runs completed, 0 problems" in summary
+    raced = {**upgrade_figures([]), "previous_release_close_races": 1}
+    text = "\n".join(report_fleet.upgrade(raced))
+    assert "failures 0 in 5 histories (and 1 by the previous release's worker closing" in text
 
 
 def test_the_upgrade_section_quotes_its_first_problems() -> None:
