@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import gc
 import logging
-import tempfile
 import tracemalloc
 import uuid
 from collections import Counter
@@ -29,14 +28,13 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from benchmarks import workload
-from benchmarks.harness import Handle, free_port, log, wait_until
+from benchmarks.harness import Session, log
+from benchmarks.memory import all_waiting, start_waiting
 from durable_agent.cli.logs import configure_logging
 from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
-from durable_agent.temporal.devserver import DevServer
 
 __all__ = ["owners", "main"]
 
@@ -72,33 +70,6 @@ def _short(frame: tracemalloc.Frame) -> str:
     return f"{name}:{frame.lineno}"
 
 
-async def _start_waiting(
-    client: Client, kind: str, queue: str, count: int, waiting: int = 0
-) -> None:
-    """Starts `count` runs and returns once they and the `waiting` before them all wait."""
-    handles: list[Handle] = []
-    for first in range(0, count, 50):
-        batch = min(50, count - first)
-        handles += await asyncio.gather(
-            *(workload.start(client, kind, queue, 1, waiting=True) for _ in range(batch))
-        )
-
-    async def check() -> bool:
-        if kind == "A":  # not by query: answering one could fill what a run keeps
-            query = f"TaskQueue = '{queue}' AND PendingApprovals > 0"
-            return (await client.count_workflows(query)).count >= waiting + count
-        for first in range(0, len(handles), 50):  # tracemalloc slows the worker's answers
-            batch = handles[first : first + 50]
-            try:
-                if not all(await asyncio.gather(*(workload.is_waiting(kind, h) for h in batch))):
-                    return False
-            except RPCError:
-                return False
-        return True
-
-    await wait_until(check, 120 + count / 5, f"the {kind} runs did not all wait")
-
-
 def _snapshot() -> tracemalloc.Snapshot:
     gc.collect()
     return tracemalloc.take_snapshot().filter_traces(
@@ -108,18 +79,19 @@ def _snapshot() -> tracemalloc.Snapshot:
 
 async def owners(kind: str, first: int, more: int) -> dict[str, Any]:
     """Per waiting run of side `kind`: traced bytes and blocks in all and by owner."""
-    directory = Path(tempfile.mkdtemp(prefix="memory-owners-"))
-    server = DevServer(directory / "dev.db", port=free_port(), ui_port=free_port())
-    await server.start()
-    try:
+    async with Session() as session:
+        # The worker in this process, on a client of its side: A's plugin hosts the agent,
+        # B's worker has bare Temporal's converter and nothing of ours.
         if kind == "A":
             agent = AgentRegistration(workload.agent(1, waiting=True), AgentActivityConfig())
             client = await Client.connect(
-                server.address, plugins=[DurableAgentPlugin(agents=[agent])]
+                session.server.address, plugins=[DurableAgentPlugin(agents=[agent])]
             )
             hosted: dict[str, Any] = {}
         else:
-            client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+            client = await Client.connect(
+                session.server.address, data_converter=pydantic_data_converter
+            )
             hosted = {
                 "workflows": [workload.BareAgentWorkflow],
                 "activities": workload.BARE_ACTIVITIES,
@@ -127,12 +99,12 @@ async def owners(kind: str, first: int, more: int) -> dict[str, Any]:
         queue = f"memory-owners-{uuid.uuid4().hex[:8]}"
         runner = workload.sandbox_runner()
         async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):
-            await _start_waiting(client, kind, queue, first)
+            handles = await start_waiting(session, kind, queue, first)
+            await all_waiting(session, kind, queue, handles)
             before = _snapshot()
-            await _start_waiting(client, kind, queue, more, waiting=first)
+            handles += await start_waiting(session, kind, queue, more)
+            await all_waiting(session, kind, queue, handles)
             after = _snapshot()
-    finally:
-        server.stop()
     sizes: Counter[str] = Counter()
     blocks: Counter[str] = Counter()
     for stat in after.compare_to(before, "traceback"):
