@@ -36,7 +36,7 @@ from benchmarks.memory import all_waiting, start_waiting
 from durable_agent.cli.logs import configure_logging
 from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
 
-__all__ = ["owners", "main"]
+__all__ = ["main", "owners", "parse"]
 
 FRAMES = 25
 OURS = ("/durable_agent/", "/benchmarks/")
@@ -129,13 +129,24 @@ def _print(found: dict[str, Any], top: int) -> None:
         print(f"  {size:8.0f} B {blocks:6.1f} blocks  {name}")
 
 
-def main() -> None:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sides", nargs="*", choices=["A", "B"], default=["A", "B"])
+    # Checked below, not with `choices`: argparse (3.11) checks an empty `*` argument's
+    # value against them as one value, and refuses it.
+    parser.add_argument("sides", nargs="*", metavar="{A,B}", help="default: both")
     parser.add_argument("--first", type=int, default=100, help="runs before the first snapshot")
     parser.add_argument("--more", type=int, default=400, help="runs between the snapshots")
     parser.add_argument("--top", type=int, default=20, help="owners listed per side")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    wrong = [side for side in args.sides if side not in ("A", "B")]
+    if wrong:
+        parser.error(f"unknown side {wrong[0]!r}: name A (ours), B (bare Temporal) or none")
+    args.sides = args.sides or ["A", "B"]
+    return args
+
+
+def main() -> None:
+    args = parse()
     configure_logging("console", level=logging.WARNING)
     tracemalloc.start(FRAMES)
     for kind in args.sides:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import tracemalloc
 
-from benchmarks.memory_owners import owner
+import pytest
+
+from benchmarks.memory_owners import owner, parse
 
 
 def frames(*places: tuple[str, int]) -> list[tracemalloc.Frame]:
@@ -41,3 +43,10 @@ def test_frames_that_pass_the_sdk_on_answer_for_nothing() -> None:
         ("/usr/lib/python3.11/random.py", 125),
     )
     assert owner(traceback) == "temporalio/worker/_workflow_instance.py:335"
+
+
+def test_no_side_named_means_both_and_a_wrong_one_is_refused() -> None:
+    assert parse([]).sides == ["A", "B"]
+    assert parse(["B", "--top", "5"]).sides == ["B"]
+    with pytest.raises(SystemExit):
+        parse(["C"])
