@@ -23,6 +23,8 @@ from durable_agent import (
 )
 from durable_agent.contract.records import RecordData, ResumedData, SuspendedData
 
+from .packed import PackedBytes
+
 __all__ = ["CONTINUE_AS_NEW", "Announce", "TemporalExecutor"]
 
 Announce = Callable[[AgentExecutionNode | None, RecordData], None]
@@ -54,12 +56,15 @@ class TemporalExecutor:
         on_change: Callable[[], None] | None = None,
         continue_as_new: Callable[[AgentCheckpoint], bool] | None = None,
         announce: Announce | None = None,
+        on_wait: Callable[[], None] | None = None,
     ) -> None:
         self.suspend_at = frozenset(suspend_at)
         self.continue_as_new = continue_as_new or (lambda _: False)
         self.earlier_checkpoints = 0
         self.on_change = on_change or (lambda: None)
         self.announce: Announce = announce or (lambda node, data: None)
+        self.on_wait = on_wait or (lambda: None)
+        """What else `pack` packs (the run's unread stream records)."""
         self.latest: AgentCheckpoint | None = None
         # Every boundary's checkpoint id, its node, the checkpoint as JSON without its
         # conversation, how many messages the conversation had then, and the state values
@@ -70,7 +75,7 @@ class TemporalExecutor:
         # instance is freed by the garbage collector, which walks objects, not bytes.
         self._ids: list[str] = []
         self._nodes: list[AgentExecutionNode] = []
-        self._kept: list[bytes] = []
+        self._kept = PackedBytes()
         self._lengths: list[int] = []
         self._shared: list[list[Any]] = [[] for _ in _SHARED_FIELDS]
         self._evidence: list[AgentResumeEvidence] = []
@@ -120,6 +125,12 @@ class TemporalExecutor:
         for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
             values.append(getattr(state, name))
 
+    def pack(self) -> None:
+        """The run starts a long wait (for a person): its boundaries' JSON is packed (see
+        `packed`), and what `on_wait` packs."""
+        self._kept.pack()
+        self.on_wait()
+
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
         self.record(checkpoint)
         decision = self.decide(checkpoint)
@@ -128,6 +139,7 @@ class TemporalExecutor:
             self._resume_requested = False
             self.announce(checkpoint.node, SuspendedData(reason=decision.reason))
             self.on_change()
+            self.pack()
             workflow.logger.info(
                 "run suspended", extra={"node": checkpoint.node.value, "reason": decision.reason}
             )
@@ -159,7 +171,7 @@ class TemporalExecutor:
         """Every recorded boundary's resume evidence, read out of its JSON when first asked
         for (queries ask; the loop never does), then kept for the next query."""
         read = self._evidence
-        for kept in self._kept[len(read) :]:
+        for kept in self._kept.since(len(read)):
             read.append(_Resume.model_validate_json(kept).resume)
         return read
 

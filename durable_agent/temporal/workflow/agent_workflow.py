@@ -201,6 +201,7 @@ class AgentWorkflow:
                         break
                     drive = following
                     continue
+                self.executor.pack()  # a long wait: what the run keeps is packed meanwhile
                 await self.decisions.wait(state, input.approval_timeout_seconds)
                 approvals, results = self.decisions.take(state)
                 drive = controller.continue_after_hitl(state, approvals, results, announce=False)

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from ...contract.records import AgentStreamRecord, ModelRetryData
     from ...models.base import ModelDelta
     from ..executor import TemporalExecutor
+    from ..packed import PackedBytes
     from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch, StreamPoll
     from .live import LiveRun
     from .port import WorkflowPort
@@ -101,8 +102,9 @@ class EventStream:
         self.carried_polls: list[StreamPoll] = []
         """What `handoff` decided the successor carries of `subscribers`."""
         self._plain_records: bool | None = None
-        self._unread: list[bytes] = []
+        self._unread = PackedBytes()
         """Plain-JSON records not yet in the stream's log (see the module's docstring)."""
+        executor.on_wait = self.pack  # the run's long waits pack these too
         self._readers = 0
         """Polls in flight: while there are any, records go into the log at once."""
         self._deltas: tuple[int, int, int] | None = None
@@ -124,10 +126,14 @@ class EventStream:
         """Puts the records that wait as bytes into the stream's log, in order."""
         unread = self._unread
         if unread:
-            self._unread = []
+            self._unread = PackedBytes()
             publish = self.events.publish
             for data in unread:
                 publish(plain_payload(data))
+
+    def pack(self) -> None:
+        """The run starts a long wait: the records no poll has read yet are packed."""
+        self._unread.pack()
 
     @contextmanager
     def reading(self) -> Iterator[None]:
