@@ -65,14 +65,27 @@ class EnsureKeeper(BaseModel):
 async def ensure_quota_keeper(input: EnsureKeeper) -> None:
     """Starts the key's keeper unless it runs, and gives it this worker's quota (signal
     with start: one call whichever it is). A run asks once per key."""
+    await _signal_with_start(input.task_queue, input.key, input.quota, "configure", input.quota)
+
+
+async def _signal_with_start(
+    task_queue: str,
+    key: str,
+    quota: ModelQuota,
+    signal: str,
+    arg: object,
+    priority: Priority = Priority.default,
+) -> None:
+    """Signals the key's keeper, starting it with `quota` if it does not run."""
     await activity.client().start_workflow(
         KEEPER_WORKFLOW,
-        KeeperInput(key=input.key, quota=input.quota),
-        id=keeper_id(input.task_queue, input.key),
-        task_queue=input.task_queue,
-        start_signal="configure",
-        start_signal_args=[input.quota],
-        static_summary=f"model quota {input.key}",
+        KeeperInput(key=key, quota=quota),
+        id=keeper_id(task_queue, key),
+        task_queue=task_queue,
+        start_signal=signal,
+        start_signal_args=[arg],
+        static_summary=f"model quota {key}",
+        priority=priority,
     )
 
 
@@ -82,15 +95,8 @@ async def ask_quota_keeper(input: AskKeeper) -> None:
     (signal with start: one call whichever it is)."""
     quota = input.ask.quota
     assert quota is not None, "a run asks with its quota"
-    await activity.client().start_workflow(
-        KEEPER_WORKFLOW,
-        KeeperInput(key=input.key, quota=quota),
-        id=keeper_id(input.task_queue, input.key),
-        task_queue=input.task_queue,
-        start_signal="ask",
-        start_signal_args=[input.ask],
-        static_summary=f"model quota {input.key}",
-        priority=KEEPER_PRIORITY,
+    await _signal_with_start(
+        input.task_queue, input.key, quota, "ask", input.ask, priority=KEEPER_PRIORITY
     )
 
 

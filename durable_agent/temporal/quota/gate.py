@@ -139,9 +139,7 @@ class QuotaGate:
     def give_back(self, key: str, ask_id: str) -> None:
         """The request failed or the run is cancelled: a signal command, which needs no
         await (a cancelled run cannot wait for a local activity), sent before it ends."""
-        self._outbox.send(
-            keeper_id(workflow.info().task_queue, key), "release", QuotaRelease(ask_id=ask_id)
-        )
+        self._send(workflow.info().task_queue, key, "release", QuotaRelease(ask_id=ask_id))
 
     def _send(self, task_queue: str, key: str, signal: str, body: object) -> None:
         self._outbox.send(keeper_id(task_queue, key), signal, body)
