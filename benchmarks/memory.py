@@ -3,8 +3,10 @@ waiting, A's for the approval of a `deploy` call, B's for a signal, on a worker 
 side with room in its cache for all of them. Each side's worker is measured after a full
 collection with a tenth of the runs waiting and again with all of them, so what the first
 runs of a process cost once (imports, type adapters, caches filled) is left out: per run,
-the growth of its resident memory (RSS), of the objects its collector tracks and of the
-interpreter's allocated blocks (which count strings and bytes too), over the runs between.
+the growth of its resident memory (RSS), of the arenas of Python's small-object allocator
+(the part of the RSS its small objects fill, with the space between them: the rest is the
+SDK's Rust core, protobuf and larger allocations), of the objects its collector tracks and of
+the interpreter's allocated blocks (which count strings and bytes too), over the runs between.
 
 Whether a run waits is read without asking it (a query could fill what it keeps): A's from
 the `PendingApprovals` search attribute, B's from its `is_waiting` query (it keeps nothing
@@ -80,6 +82,7 @@ async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int
         "rss_kb_per_run": (after["rss_kb"] - before["rss_kb"]) / counted,
         "objects_per_run": sum(types.values()),
         "blocks_per_run": (after["blocks"] - before["blocks"]) / counted,
+        "arenas_kb_per_run": (after["arenas_kb"] - before["arenas_kb"]) / counted,
         "rss_mb": [round(before["rss_kb"] / 1024, 1), round(after["rss_kb"] / 1024, 1)],
         **{
             f"{key}_per_run": (after[key] - before[key]) / counted
@@ -112,7 +115,7 @@ async def measure(session: Session, quick: bool) -> dict[str, Any]:
         **sides,
         "A/B": {
             key: ratio(a[key], b[key])
-            for key in ("rss_kb_per_run", "objects_per_run", "blocks_per_run")
+            for key in ("rss_kb_per_run", "arenas_kb_per_run", "objects_per_run", "blocks_per_run")
         },
         "goal": 1.5,
     }

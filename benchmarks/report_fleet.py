@@ -24,6 +24,7 @@ def memory(data: dict[str, Any]) -> list[str]:
         [label, fmt(data["A"][key]), fmt(data["B"][key]), fmt(ratios[key])]
         for label, key in (
             ("resident memory (kB) a run", "rss_kb_per_run"),
+            ("of it, Python's small-object arenas (kB)", "arenas_kb_per_run"),
             ("objects tracked a run", "objects_per_run"),
             ("allocated blocks a run", "blocks_per_run"),
         )

@@ -11,7 +11,8 @@ measure's agent on the chat-completions server at `--base-url`, each `--quota` (
 worker.py --quota`) given to the plugin's `quotas`. Prints `ready` once it polls; stops on
 SIGTERM. On SIGUSR1 it writes its garbage collector's collections and
 seconds per generation to `--gc-file`; on SIGUSR2 a census beside it (`.census`: tracked
-objects by type, resident memory, allocated blocks, after a full collection).
+objects by type, resident memory, allocated blocks, the small-object allocator's arenas, after
+a full collection).
 `--profile PATH`: cProfile with per-thread CPU time in the event loop's thread and every
 workflow-task thread; PATH gets all of them, `PATH.workflow` the workflow-task threads
 alone.
@@ -27,8 +28,10 @@ import json
 import logging
 import os
 import pstats
+import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -89,6 +92,7 @@ class Collector:
             "types": types,
             "rss_kb": resident_kb(),
             "blocks": sys.getallocatedblocks(),
+            "arenas_kb": arenas_kb(),
         }
         if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1: what of the RSS is Python's
             found["traced_kb"] = tracemalloc.get_traced_memory()[0] // 1024
@@ -96,6 +100,30 @@ class Collector:
         census = self.path.with_suffix(".census")
         census.with_suffix(".tmp").write_text(json.dumps(found))
         census.with_suffix(".tmp").replace(census)
+
+
+_ARENAS = re.compile(r"^\d[\d,]* arenas \* \d+ bytes/arena\s*=\s*([\d,]+)$", re.MULTILINE)
+
+
+def arenas_kb() -> int:
+    """kB in the arenas of Python's small-object allocator: the part of the RSS that Python's
+    small objects fill, the space between them included (the census' `blocks` counts only the
+    objects). Read from `sys._debugmallocstats`, which writes to the C stderr alone, so that
+    descriptor is pointed at a file while it runs. 0 where the interpreter has no such line
+    (a build without pymalloc)."""
+    with tempfile.TemporaryFile() as written:
+        saved = os.dup(2)
+        sys.stderr.flush()
+        os.dup2(written.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        written.seek(0)
+        text = written.read().decode(errors="replace")
+    found = _ARENAS.search(text)
+    return int(found.group(1).replace(",", "")) // 1024 if found else 0
 
 
 def resident_kb() -> int:

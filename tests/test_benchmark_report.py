@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from benchmarks import report_fleet
+from benchmarks.worker import arenas_kb
 
 
 def upgrade_figures(problems: list[str]) -> dict[str, object]:
@@ -45,15 +46,32 @@ def test_the_upgrade_section_quotes_its_first_problems() -> None:
 
 
 def test_the_memory_section_sets_the_ratio_beside_its_goal() -> None:
-    side = {"rss_kb_per_run": 20.0, "objects_per_run": 300.0, "blocks_per_run": 900.0}
+    side = {
+        "rss_kb_per_run": 20.0,
+        "arenas_kb_per_run": 8.0,
+        "objects_per_run": 300.0,
+        "blocks_per_run": 900.0,
+    }
     data = {
         "runs": 1000,
         "steps": 1,
         "goal": 1.5,
         "A": {**side, "by_type": {"dict": 80.0}},
         "B": {**side, "rss_kb_per_run": 10.0, "by_type": {"dict": 20.0, "list": 3.0}},
-        "A/B": {"rss_kb_per_run": 2.0, "objects_per_run": 1.0, "blocks_per_run": 1.0},
+        "A/B": {
+            "rss_kb_per_run": 2.0,
+            "arenas_kb_per_run": 1.0,
+            "objects_per_run": 1.0,
+            "blocks_per_run": 1.0,
+        },
     }
     text = "\n".join(report_fleet.memory(data))
     assert "resident memory 2.00 (**missed**)" in text
+    assert "| of it, Python's small-object arenas (kB) | 8.00 | 8.00 | 1.00 |" in text
     assert "| `list` | n/a | 3.00 |" in text
+
+
+def test_the_census_reads_the_small_object_arenas_of_this_interpreter() -> None:
+    """`arenas_kb` parses `sys._debugmallocstats`' text: a CPython that words it otherwise
+    makes the memory measure's arena figure 0, and this test fail."""
+    assert arenas_kb() > 0  # this test's interpreter holds arenas for its own objects
