@@ -82,11 +82,10 @@ async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int
         "rss_kb_per_run": (after["rss_kb"] - before["rss_kb"]) / counted,
         "objects_per_run": sum(types.values()),
         "blocks_per_run": (after["blocks"] - before["blocks"]) / counted,
-        "arenas_kb_per_run": (after["arenas_kb"] - before["arenas_kb"]) / counted,
         "rss_mb": [round(before["rss_kb"] / 1024, 1), round(after["rss_kb"] / 1024, 1)],
         **{
             f"{key}_per_run": (after[key] - before[key]) / counted
-            for key in ("traced_kb", "tracing_kb")
+            for key in ("arenas_kb", "traced_kb", "tracing_kb")
             if key in after
         },
         "by_type": dict(top),
