@@ -23,6 +23,8 @@ from durable_agent.temporal import (
     AgentWorkflow,
     ApprovalSignal,
 )
+from durable_agent.temporal.placement import VISIBILITY_PATCH
+from durable_agent.temporal.search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 
 from .helpers import CallLog, call, text_response, tool_response
 from .temporal_support import (
@@ -252,3 +254,76 @@ async def test_quick_nodes_that_run_the_users_code_stay_activities(client: Clien
         history = await handle.fetch_history()
     assert result.output == "done"
     assert scheduled(history) == ["prepare_model_request", "model_request", "validate_output"]
+
+
+# -- the start-of-run decision ---------------------------------------------------------------
+
+
+def patch_markers(history: WorkflowHistory) -> list[str]:
+    return [
+        e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data.decode()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and "patch-data" in e.marker_recorded_event_attributes.details
+    ]
+
+
+def upserts_per_task(history: WorkflowHistory) -> list[list[set[str]]]:
+    """The run's own search-attribute upserts (not the SDK's `TemporalChangeVersion`),
+    grouped by the workflow task that made them."""
+    tasks: list[list[set[str]]] = [[]]
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            tasks.append([])
+        elif e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            fields = e.upsert_workflow_search_attributes_event_attributes.search_attributes
+            names = set(fields.indexed_fields)
+            if names != {"TemporalChangeVersion"}:
+                tasks[-1].append(names)
+    return [task for task in tasks if task]
+
+
+async def test_a_run_decides_at_its_start_and_coalesces_its_upserts(client: Client) -> None:
+    """One marker at the start (`VISIBILITY_PATCH`) stands for the inline
+    `prepare_model_request` marker, and the run coalesces its search-attribute upserts:
+    fewer commands, which a cached waiting run keeps in its worker."""
+    log = CallLog()
+    batched, unbatched = deploying_agent(log), deploying_agent(log, ACTIVITIES)
+    histories = {}
+    async with new_worker(client, agents=[batched, unbatched]) as worker:
+        for registration in (batched, unbatched):
+            handle = await start_agent(client, worker, registration.agent.name, "ship it")
+            await wait_for_status(handle, "waiting")
+            attributes = (await handle.describe()).typed_search_attributes
+            assert attributes[AGENT_NAME] == registration.agent.name
+            assert attributes[AGENT_STATUS] == "waiting"
+            assert attributes[PENDING_APPROVALS] == 1
+            await handle.signal(
+                AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
+            )
+            assert (await handle.result()).output == "finished"
+            attributes = (await handle.describe()).typed_search_attributes
+            assert (attributes[AGENT_STATUS], attributes[PENDING_APPROVALS]) == ("completed", 0)
+            histories[registration.agent.name] = await handle.fetch_history()
+    history = histories[batched.agent.name]
+    assert [m for m in patch_markers(history) if "inline-prepare" in m or "one-upsert" in m] == [
+        f'{{"id":"{VISIBILITY_PATCH}","deprecated":false}}'
+    ]
+    tasks = upserts_per_task(history)
+    # the name with the first status; the wait's status and count at once, not after the
+    # checkpoint's "running" with one approval pending
+    assert tasks[:2] == [
+        [{"AgentName", "AgentStatus", "PendingApprovals"}],
+        [{"AgentStatus", "PendingApprovals"}],
+    ], tasks
+    assert scheduled(history) == ["model_request", "tool_call", "model_request"]
+    # not batched: as before, the name on its own, then each change of status
+    old = histories[unbatched.agent.name]
+    assert not any(VISIBILITY_PATCH in m for m in patch_markers(old))
+    assert upserts_per_task(old)[0][0] == {"AgentName"}
+    assert sum(map(len, upserts_per_task(old))) == sum(map(len, tasks)) + 2
+    # the decision is recorded: replayers configured any way replay both as they ran
+    for activities in (ACTIVITIES, LOCAL, AgentActivityConfig()):
+        agents = [AgentRegistration(r.agent, activities) for r in (batched, unbatched)]
+        for recorded in (history, old):
+            await new_replayer(agents=agents).replay_workflow(recorded)

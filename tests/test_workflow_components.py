@@ -51,6 +51,7 @@ class FakePort:
         self.upserts: list[list[tuple[str, Any]]] = []
         self.details = ""
         self.markers: list[str] = []
+        self.soon_calls: list[Callable[[], None]] = []
 
     def now(self) -> datetime:
         return self.clock
@@ -80,6 +81,15 @@ class FakePort:
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
         self.upserts.append([(u.key.name, u.value) for u in updates])
+
+    def soon(self, callback: Callable[[], None]) -> None:
+        self.soon_calls.append(callback)
+
+    def end_task(self) -> None:
+        """What the workflow's event loop does once the code running now yields."""
+        calls, self.soon_calls = self.soon_calls, []
+        for callback in calls:
+            callback()
 
     def set_details(self, details: str) -> None:
         self.details = details
@@ -227,14 +237,17 @@ async def test_an_approval_wait_that_times_out_denies_the_undecided_calls() -> N
 # -- visibility ---------------------------------------------------------------------------------
 
 
-async def test_status_reads_failure_first_then_starting() -> None:
+def visibility_of_new_run() -> tuple[FakePort, LiveRun, Visibility]:
     port = FakePort()
     input = AgentWorkflowInput(agent="a", prompt="p")
     live = LiveRun(input)
-    executor = TemporalExecutor()
     session = Session(input, live, port)
     decisions = HumanDecisions(live, port, status=lambda: "", publish=lambda: None, keys=None)
-    visibility = Visibility(live, executor, session, decisions, port)
+    return port, live, Visibility(live, TemporalExecutor(), session, decisions, port)
+
+
+async def test_status_reads_failure_first_then_starting() -> None:
+    port, live, visibility = visibility_of_new_run()
     assert visibility.status() == "starting"
     assert visibility.undecided() == []
     live.error = "unknown_agent: no agent named 'a'"
@@ -242,6 +255,41 @@ async def test_status_reads_failure_first_then_starting() -> None:
     visibility.publish()
     assert port.upserts == [[("AgentStatus", "failed"), ("PendingApprovals", 0)]]
     assert "**Failed:** unknown\\_agent\\: no agent named 'a'" in port.details
+
+
+async def test_a_batched_run_upserts_what_holds_once_the_code_that_published_yields() -> None:
+    port, live, visibility = visibility_of_new_run()
+    visibility.begin(batched=True)
+    visibility.publish()  # starting
+    live.error = "boom"
+    visibility.publish()  # failed, in the same task
+    assert port.upserts == [], "nothing before the code that published yields"
+    assert "**Failed:** boom" in port.details, "the details are not a command: at once"
+    port.end_task()
+    assert port.upserts == [
+        [("AgentName", "a"), ("AgentStatus", "failed"), ("PendingApprovals", 0)]
+    ], "the run's name goes with its first upsert, and only the last status"
+    visibility.publish()
+    port.end_task()
+    visibility.flush()
+    assert len(port.upserts) == 1, "nothing changed: no second command"
+    live.error = None
+    visibility.publish()
+    visibility.flush()  # the workflow's own, before it ends
+    port.end_task()
+    assert port.upserts[1:] == [[("AgentStatus", "starting"), ("PendingApprovals", 0)]]
+
+
+async def test_a_run_that_is_not_batched_upserts_at_each_change_and_flush_does_nothing() -> None:
+    port, live, visibility = visibility_of_new_run()
+    visibility.begin(batched=False)
+    assert port.upserts == [[("AgentName", "a")]]
+    visibility.publish()
+    live.error = "boom"
+    visibility.publish()
+    visibility.flush()
+    assert port.soon_calls == []
+    assert [u[0][1] for u in port.upserts[1:]] == ["starting", "failed"]
 
 
 # -- sessions -----------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from durable_agent.models.fallback import FallbackModel, model_label
 
 from .compaction.digest import EMPTY_DIGEST
 from .compaction.packer import RequestPacker
+from .placement import NodePlacement
 from .quota.gate import QuotaGate
 from .quota.wire import QuotaTicket, keeper_id
 from .registry import AgentRegistration, LocalNode
@@ -97,15 +98,6 @@ class NodeActivityFailed(AgentError):
 FALLBACK_PATCH = "durable-agent-fallback-model"
 """Marks the histories in which a `FallbackModel` moved on to its next member: a release
 that never scheduled a second member's activity replays them as it recorded them."""
-
-
-LOCAL_PATCH_PREFIX = "durable-agent-local-"
-INLINE_PATCH_PREFIX = "durable-agent-inline-"
-"""Marks a run whose quick node runs in the workflow itself (`inline_quick_nodes`)."""
-"""With the node's name: marks the runs whose `prepare_model_request` / `validate_output`
-run as local activities (`AgentActivityConfig.local_activities`). A run decides once per
-node, at the node's first run, and the marker keeps that decision on every replay, whatever
-the replaying worker's options say."""
 
 
 def _falls_back(error: ActivityError) -> bool:
@@ -228,8 +220,7 @@ class ActivityNodeRunner:
         )
         self._chain: tuple[Model, ...] | None = None
         self._limited: tuple[str, ModelQuota] | tuple[()] | None = None
-        self._local: dict[LocalNode, bool] = {}
-        self._inline: dict[LocalNode, bool] = {}
+        self.placement = NodePlacement(agent, self.config)
 
     async def subagent_call(self, call: SubagentCall) -> ToolCallOutcome:
         """A child workflow per call (`workflow.subagents`), started by the workflow's
@@ -241,54 +232,18 @@ class ActivityNodeRunner:
         """The digest of the whole conversation so far (for continue-as-new)."""
         return self.packer.digest_of(messages)
 
-    def _runs_inline(self, node: LocalNode) -> bool:
-        """Whether this run's `node` runs in the workflow itself: when it is pure for the
-        run's agent and the config allows it, decided at its first call and recorded (a
-        patch marker), so a replay decides the same whatever the replaying worker's
-        settings and runs recorded before keep their activities."""
-        inline = self._inline.get(node)
-        if inline is None:
-            patch = INLINE_PATCH_PREFIX + node
-            agent = self.agent
-            if node == "prepare_model_request":
-                pure = agent.instructions is None or isinstance(agent.instructions, str)
-            else:
-                pure = not agent.output_validators
-            config = self.config
-            if pure and config.inline_quick_nodes and node not in config.local_activities:
-                inline = workflow.patched(patch)
-            else:
-                inline = workflow.unsafe.is_replaying_history_events() and workflow.patched(patch)
-            self._inline[node] = inline
-        return inline
-
-    def _runs_locally(self, node: LocalNode) -> bool:
-        """Whether this run's `node` is a local activity: decided at its first call, and
-        recorded (a patch marker) when it is, so a replay decides the same whatever the
-        replaying worker's `local_activities` say."""
-        local = self._local.get(node)
-        if local is None:
-            patch = LOCAL_PATCH_PREFIX + node
-            if node in self.config.local_activities:
-                local = workflow.patched(patch)
-            else:
-                # not asked for: only a run that recorded it runs it so
-                local = workflow.unsafe.is_replaying_history_events() and workflow.patched(patch)
-            self._local[node] = local
-        return local
-
     async def _quick(
         self, node: LocalNode, arg: BaseModel, result_type: Any, *, summary: str
     ) -> Any:
         """A quick node, as this run runs it: a local activity or an activity."""
-        local = self._runs_locally(node)
+        local = self.placement.local(node)
         options = self.config.local_options(node) if local else self.config.options(node)
         return await _execute(
             node, arg, result_type, summary=summary, options=options, node=node, local=local
         )
 
     async def prepare_model_request(self, input: PrepareModelRequestInput) -> ModelRequest:
-        if self._runs_inline("prepare_model_request"):
+        if self.placement.inline("prepare_model_request"):
             return await nodes.prepare_model_request(self.agent, input)
         request: ModelRequest = await self._quick(
             "prepare_model_request",
@@ -486,7 +441,7 @@ class ActivityNodeRunner:
         return merged
 
     async def validate_output(self, input: ValidateOutputInput) -> OutputOutcome:
-        if self._runs_inline("validate_output"):
+        if self.placement.inline("validate_output"):
             return await nodes.validate_output(self.agent, input)
         validated: _OutputOutcomeResult = await self._quick(
             "validate_output",

@@ -22,26 +22,22 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentCheckpoint, ExecutionSuspended
-    from ...contract.errors import AgentError, InvalidInput
+    from ...contract.errors import AgentError
     from ...contract.messages import ModelMessage
     from ...contract.state import AgentRunState, RunStatus
     from ...contract.tools import ToolDefinition
     from ...engine.controller import RunController
     from ...engine.runner import Driver
-    from ...engine.spec import AgentSpec
     from .._sdk import STREAM_PUBLISH_SIGNAL
     from ..executor import CONTINUE_AS_NEW, TemporalExecutor
     from ..hosting import hosting
     from ..outbox import all_sent
     from ..quota.gate import QuotaGate, quota_priority
     from ..quota.wire import GRANT_SIGNAL
-    from ..registry import AgentRegistration
     from ..runner import ActivityNodeRunner, WorkflowIdSource
-    from ..search_attributes import AGENT_NAME, FORKED_FROM
     from ..tracing import begin_run, traced_sink
     from ..wire import (
         AgentStatusView,
-        AgentWorkflowInput,
         AgentWorkflowResult,
         ApprovalSignal,
         CheckpointLookup,
@@ -68,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from .inputs import RawInput, read_input
     from .live import LiveRun, release_evicted
     from .lookup import checkpoint_lookup
-    from .opening import Opening, node_runner
+    from .opening import Opening, hosted_run
     from .port import TemporalPort
     from .routing import ApprovalRouting
     from .sessions import Session, result_of
@@ -156,16 +152,20 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, input: RawInput = None) -> AgentWorkflowResult:
+        try:
+            return await self._run()
+        finally:
+            # A batched run's last status goes out before the command that ends the run.
+            self.visibility.flush()
+
+    async def _run(self) -> AgentWorkflowResult:
         input = self.input
-        if input.continuation is None:
-            first = [AGENT_NAME.value_set(input.agent)]
-            if input.resume_from is not None:
-                first.append(FORKED_FROM.value_set(input.resume_from.workflow_id))
-            workflow.upsert_search_attributes(first)
-        if self._input_problem is not None:
-            raise self._failed(InvalidInput(self._input_problem))
-        registration, agent = self._hosted(input)
-        runner = node_runner(registration, agent, input, self.hosting, self.subagents, self.quota)
+        hosted = hosted_run(input, self._input_problem, self.hosting, self.subagents, self.quota)
+        if isinstance(hosted, AgentError):
+            self.visibility.begin(batched=False)
+            raise self._failed(hosted)
+        registration, agent, runner = hosted
+        self.visibility.begin(batched=runner.placement.batches_visibility())
         controller = RunController(
             agent,
             Driver(
@@ -261,15 +261,6 @@ class AgentWorkflow:
 
     def _continue_as_new_due(self, checkpoint: AgentCheckpoint) -> bool:
         return self.chain.due(checkpoint)
-
-    def _hosted(self, input: AgentWorkflowInput) -> tuple[AgentRegistration, AgentSpec]:
-        """The registered agent, and it with the run's overrides (an unknown agent or a
-        model it does not allow fails the run at once, before any activity)."""
-        try:
-            agents = self.hosting.agents
-            return agents.get(input.agent), agents.agent_for(input.agent, input.overrides)
-        except AgentError as error:
-            raise self._failed(error) from error
 
     def _failed(self, error: AgentError) -> ApplicationError:
         """Records why the run failed and makes it a non-retryable workflow failure."""

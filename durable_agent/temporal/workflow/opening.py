@@ -33,10 +33,12 @@ with workflow.unsafe.imports_passed_through():
     from .sessions import finished
     from .subagents import SubagentRuns
 
-__all__ = ["Drive", "Opening", "node_runner"]
+__all__ = ["Drive", "Hosted", "Opening", "hosted_run", "node_runner"]
 
 Drive = Coroutine[Any, Any, AgentRunState]
 Fail = Callable[[AgentError], ApplicationError]
+Hosted = tuple[AgentRegistration, AgentSpec, ActivityNodeRunner]
+"""The registered agent, it with the run's overrides, and the run's node runner."""
 
 
 class Opening:
@@ -158,6 +160,30 @@ class Opening:
         )
         workflow.logger.info("forked", extra={"source": source.describe(), "node": origin.node})
         return loop.state, drive
+
+
+def hosted_run(
+    input: AgentWorkflowInput,
+    problem: str | None,
+    hosting: Hosting,
+    subagents: SubagentRuns,
+    quota_gate: QuotaGate,
+) -> Hosted | AgentError:
+    """What this worker runs the run with; or why the run fails at once, before any
+    activity: its input's `problem`, an unknown agent, a model the agent does not allow.
+    Issues no command."""
+    if problem is not None:
+        return InvalidInput(problem)
+    try:
+        registration = hosting.agents.get(input.agent)
+        agent = hosting.agents.agent_for(input.agent, input.overrides)
+    except AgentError as error:
+        return error
+    return (
+        registration,
+        agent,
+        node_runner(registration, agent, input, hosting, subagents, quota_gate),
+    )
 
 
 def node_runner(

@@ -9,6 +9,7 @@ commands recorded in history, details are not).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,11 @@ class WorkflowPort(Protocol):
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None: ...
 
+    def soon(self, callback: Callable[[], None]) -> None:
+        """Calls `callback` once what the workflow is doing now has yielded, within the same
+        workflow task (before its commands go to the server)."""
+        ...
+
     def set_details(self, details: str) -> None: ...
 
 
@@ -96,6 +102,11 @@ class TemporalPort:
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
         workflow.upsert_search_attributes(updates)
+
+    def soon(self, callback: Callable[[], None]) -> None:
+        # The workflow's own event loop: its ready callbacks run in order, deterministically,
+        # and all of them before the activation completes.
+        asyncio.get_running_loop().call_soon(callback)
 
     def set_details(self, details: str) -> None:
         workflow.set_current_details(details)

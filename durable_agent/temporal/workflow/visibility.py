@@ -4,6 +4,14 @@
 `AgentStatus` search attribute, the refusals of decisions all use it). `publish()` keeps
 `AgentStatus` / `PendingApprovals` in step (a command only when they change) and the
 Web UI's current details (not a command) up to date.
+
+Runs recorded since `placement.VISIBILITY_PATCH` coalesce their upserts (`begin`, `flush`):
+what one stretch of workflow code publishes, up to its next wait, goes out as one upsert of
+what holds at its end. A step that passes through a status on its way to the next (the
+checkpoint that lists a pending approval, then the wait for it) upserts once, not twice, and
+the run's name goes out with its first status. Each command a run records stays in its
+worker's cache as long as the run does (the SDK's core keeps a state machine for each), so
+a run that waits for days keeps fewer.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.decisions import PendingCall
@@ -21,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from ...contract.usage import Usage
     from ..executor import TemporalExecutor
     from ..markdown import literal
-    from ..search_attributes import AGENT_STATUS, PENDING_APPROVALS
+    from ..search_attributes import AGENT_NAME, AGENT_STATUS, FORKED_FROM, PENDING_APPROVALS
     from ..wire import (
         AWAITING_PROMPT,
         AgentStatusView,
@@ -71,6 +80,29 @@ class Visibility:
         self._decisions = decisions
         self._port = port
         self._published: tuple[str, int] | None = None
+        self._batched = False
+        self._due: tuple[str, int] | None = None
+        """What the next `flush` upserts (batched runs)."""
+        self._carried: list[SearchAttributeUpdate[Any]] = []
+        self._flush_asked = False
+
+    def begin(self, *, batched: bool) -> None:
+        """At the run's start: its name (and a fork's origin) as search attributes, at
+        once, or, in a `batched` run, with its first upsert; from then on a batched run
+        coalesces its upserts (`flush`)."""
+        input = self._live.input
+        first: list[SearchAttributeUpdate[Any]] = []
+        if input.continuation is None:
+            first.append(AGENT_NAME.value_set(input.agent))
+            if input.resume_from is not None:
+                first.append(FORKED_FROM.value_set(input.resume_from.workflow_id))
+        self._batched = batched
+        if batched:
+            self._carried = first
+            if first:
+                self._ask_flush()
+        elif first:
+            self._port.upsert(first)
 
     def status(self) -> str:
         if self._live.error is not None:
@@ -96,12 +128,38 @@ class Visibility:
             refused = decisions.refusals
             self._parent.changed(status, pending, self.usage(), refused, decisions.refused_total)
         key = (status, len(pending))
-        if key != self._published:
+        if self._batched:
+            self._due = key
+            self._ask_flush()
+        elif key != self._published:
             self._published = key
             self._port.upsert(
                 [AGENT_STATUS.value_set(status), PENDING_APPROVALS.value_set(len(pending))]
             )
         self._port.set_details(self._details(status, pending))
+
+    def _ask_flush(self) -> None:
+        if not self._flush_asked:
+            self._flush_asked = True
+            self._port.soon(self.flush)
+
+    def flush(self) -> None:
+        """A batched run's upsert of what it published last, if that changed (nothing for
+        other runs). Called once the code that published yields (`WorkflowPort.soon`), and
+        by the workflow before it ends or continues as new, so its last status is upserted
+        while it can still issue commands."""
+        self._flush_asked = False
+        key = self._due
+        changed = key is not None and key != self._published
+        if not changed and not self._carried:
+            return
+        updates = self._carried
+        self._carried = []
+        if key is not None and changed:
+            self._published = key
+            status, pending = key
+            updates += [AGENT_STATUS.value_set(status), PENDING_APPROVALS.value_set(pending)]
+        self._port.upsert(updates)
 
     def _details(self, status: str, pending: list[PendingApprovalView]) -> str:
         """The Web UI's current details. Everything a user or a model wrote goes through
