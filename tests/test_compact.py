@@ -29,7 +29,7 @@ from durable_agent import (
 )
 from durable_agent.engine.node_io import ToolApprovalNeeded, ToolRetry, ToolReturned
 from durable_agent.engine.spec import AgentSpec
-from durable_agent.temporal import AgentWorkflow, WorkerRuntime, runtime_of
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal, WorkerRuntime, runtime_of
 from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.compaction.digest import EMPTY_DIGEST, HistoryDigest, extend_digest
 from durable_agent.temporal.compaction.format import (
@@ -43,7 +43,7 @@ from durable_agent.temporal.compaction.format import (
 from durable_agent.temporal.wire import HistoryRef, ModelRequestActivityInput
 
 from .helpers import call, text_response, tool_response
-from .temporal_support import new_worker, start_agent, unique
+from .temporal_support import new_worker, start_agent, unique, wait_for_status
 
 RESULT = "r" * 300
 STAMP = {"run_id": "run_1", "conversation_id": "conv_1"}
@@ -264,6 +264,44 @@ async def test_a_worker_without_the_tool_result_reads_the_messages_back(client: 
         return [(m.kind, [p.model_dump(exclude={"metadata"}) for p in m.parts]) for m in ms]
 
     assert content(messages) == content(expected_messages)
+
+
+async def test_a_run_waiting_for_a_person_leaves_no_conversation_in_the_activity_cache(
+    client: Client,
+) -> None:
+    """Its workflow holds the conversation; the worker's copy would wait with it for days.
+    The request after the decision reads it back once, and the run goes on as it would."""
+
+    async def deploy(env: str) -> str:
+        return f"deployed to {env}"
+
+    script = [
+        tool_response(call("lookup", "c0", key=0)),
+        tool_response(call("deploy", "d1", env="prod")),
+        text_response("done"),
+    ]
+    agent = (
+        AgentBuilder(TestModel.with_responses(script))
+        .name(unique("compact"))
+        .tool(lookup)
+        .tool(deploy)
+        .approval_required_tools(["deploy"])
+        .build()
+    )
+    async with new_worker(client, agents=[agent]) as worker:
+        caches = runtime_of(worker).caches
+        handle = await start_agent(client, worker, agent.name, "go")
+        await wait_for_status(handle, "waiting")
+        assert not caches.histories.holds(handle.id), "nothing kept while it waits"
+        assert (caches.histories.hits, caches.histories.misses) == (1, 0)
+        await handle.signal(
+            AgentWorkflow.approval, ApprovalSignal(tool_call_id="d1", approved=True)
+        )
+        result = await handle.result()
+        messages = await handle.query(AgentWorkflow.message_history_page, _page())
+    assert result.output == "done"
+    assert (caches.histories.hits, caches.histories.misses) == (1, 1), "read back once"
+    assert [m.kind for m in messages] == ["request", "response"] * 3
 
 
 async def test_a_model_request_scheduled_whole_by_release_020_is_served() -> None:

@@ -204,7 +204,9 @@ class NodeActivities:
                 finally:
                     if told is not None:
                         await told
-            remember_answer(caches, workflow_id, request, response, digest)
+            remember_answer(
+                caches, workflow_id, request, response, digest, waits=agent.needs_approval
+            )
             logger.debug(
                 "model responded", parts=len(response.parts), history=len(request.messages)
             )

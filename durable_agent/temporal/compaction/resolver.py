@@ -9,6 +9,8 @@ new messages whole (`legacy_v02`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from durable_agent import ModelResponse, ToolDefinition
 from durable_agent.contract.tools import OUTPUT_TOOL_NAME
 from durable_agent.engine import nodes
@@ -76,16 +78,23 @@ def remember_answer(
     request: nodes.ModelRequestInput,
     response: ModelResponse,
     digest: str,
+    *,
+    waits: Callable[[str], bool],
 ) -> None:
     """The history the next request of this run will name: this one's and its answer; none
-    when the answer ends the run (no tool to call but the output tool).
+    when the answer ends the run (no tool to call but the output tool), nor when it calls a
+    tool that `waits` for a person (one that needs approval).
 
     A run whose output is accepted makes no further request unless it goes on (an output
     retry, a session's next turn), which then reads its history back once; a cache full of
     ended runs' conversations would hold most of a busy worker's objects. Decided here, not
     when `validate_output` accepts the output: that node runs in the workflow itself when it
-    is pure (`inline_quick_nodes`), so no activity would ever say the run ended."""
-    if all(call.name == OUTPUT_TOOL_NAME for call in response.tool_calls):
+    is pure (`inline_quick_nodes`), so no activity would ever say the run ended. A run that
+    waits for a person may wait for days, its conversation kept in the worker twice (its
+    workflow holds it too) until 512 other runs push it out; its next request, once the
+    decision comes, reads it back once instead."""
+    calls = response.tool_calls
+    if all(call.name == OUTPUT_TOOL_NAME for call in calls) or any(waits(c.name) for c in calls):
         caches.histories.forget(workflow_id)
         return
     caches.histories.store(
