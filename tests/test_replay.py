@@ -13,11 +13,13 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
+from durable_agent.temporal.placement import INLINE_PATCH_PREFIX, VISIBILITY_PATCH
 from durable_agent.testing import NonDeterministicReplay, replay_folder, replay_histories
 
 from .replay_agents import REPLAY_QUOTAS, replay_agents
@@ -54,18 +56,23 @@ def test_histories_are_recorded() -> None:
     assert {"quota_first", "quota_second", "quota_keeper"} <= names
 
 
+def marker_details(path: Path, detail: str) -> list[Any]:
+    """The JSON in the `detail` payloads of a recorded history's markers, in order."""
+    history = json.loads(path.read_text())
+    found = []
+    for event in history["events"]:
+        details = event.get("markerRecordedEventAttributes", {}).get("details", {})
+        for payload in details.get(detail, {}).get("payloads", []):
+            found.append(json.loads(base64.b64decode(payload["data"])))
+    return found
+
+
 def test_the_quota_histories_hold_the_direct_path() -> None:
     """The recorded keeper granted the second run's slot ahead (a timer shorter than the
     window, then its grants told by a local activity), so replay covers that path."""
 
     def local_activities(name: str) -> list[str]:
-        history = json.loads((HISTORY_DIR / f"{name}.json").read_text())
-        names = []
-        for event in history["events"]:
-            details = event.get("markerRecordedEventAttributes", {}).get("details", {})
-            for payload in details.get("data", {}).get("payloads", []):
-                names.append(json.loads(base64.b64decode(payload["data"]))["activity_type"])
-        return names
+        return [d["activity_type"] for d in marker_details(HISTORY_DIR / f"{name}.json", "data")]
 
     assert local_activities("quota_keeper") == ["tell_quota_grants"] * 2
     assert local_activities("quota_second") == ["ask_quota_keeper", "release_to_quota_keeper"]
@@ -75,6 +82,23 @@ def test_the_quota_histories_hold_the_direct_path() -> None:
     types = event_types(keeper)
     assert "TIMER_FIRED" in types
     assert "WORKFLOW_EXECUTION_COMPLETED" not in types
+
+
+def test_the_histories_of_today_hold_the_coalesced_path() -> None:
+    """Runs of today's tree record `VISIBILITY_PATCH` at their start (its replay path is
+    covered here) and no longer the inline marker; the releases' own keep the old path."""
+
+    def patches(path: Path) -> list[str]:
+        return [d["id"] for d in marker_details(path, "patch-data")]
+
+    for name in ("tool_run", "suspend_resume", "approved", "denied"):
+        assert VISIBILITY_PATCH in patches(HISTORY_DIR / f"{name}.json"), name
+        assert INLINE_PATCH_PREFIX + "prepare_model_request" not in patches(
+            HISTORY_DIR / f"{name}.json"
+        )
+    old = patches(HISTORY_DIR / "v0.4.0" / "approved.json")
+    assert VISIBILITY_PATCH not in old
+    assert INLINE_PATCH_PREFIX + "prepare_model_request" in old
 
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
