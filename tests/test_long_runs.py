@@ -158,8 +158,10 @@ async def test_continue_as_new_keeps_queries_approvals_and_history(
     assert result.run_step == 14
     assert result.usage.tool_calls == 13
     assert current_run != first_run
-    # Clearing the cache at step 9 made one request read the history back across runs.
-    assert caches[0].histories.misses == 1
+    # Clearing the cache at step 9 made one request read the history back across runs;
+    # the request after the approval reads it back once more (a run waiting for a person
+    # leaves its conversation in its workflow only).
+    assert caches[0].histories.misses == 2
 
 
 async def test_continue_as_new_after_configured_steps(client: Client) -> None:
