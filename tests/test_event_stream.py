@@ -7,15 +7,19 @@ says to bad input; and a retried streamed request leaving no garbled text."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from temporalio import activity, workflow
-from temporalio.client import Client
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.workflow_streams import PollResult, WorkflowStreamClient
+from temporalio.contrib.workflow_streams._types import _WorkflowStreamWireItem
 
 from durable_agent import (
     AgentBuilder,
@@ -34,7 +38,8 @@ from durable_agent.cli.live import RunView
 from durable_agent.models import AgentInfo
 from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
 from durable_agent.temporal.client import NotAnAgentRun, RunNotFound
-from durable_agent.temporal.streams import StreamPastEnd
+from durable_agent.temporal.run_errors import NoWorker
+from durable_agent.temporal.streams import StreamPastEnd, StreamReader
 
 from .helpers import RecordingExecutor
 from .temporal_support import fast_activity, new_worker, unique, wait_for_status
@@ -531,3 +536,63 @@ async def test_a_plain_subscriber_of_a_waiting_run_reads_each_record_while_the_r
         replayed = await collect(agents, handle.id)
     assert seen == replayed
     assert seqs(seen) == list(range(len(seen)))
+
+
+# -- a follower through a worker's death -------------------------------------------------------
+
+
+class _ScriptedReader(StreamReader):
+    """A `StreamReader` whose polls and status answers are scripted (the retry decisions
+    alone; the server's part is `tests/faults/test_stream_kills.py`)."""
+
+    def __init__(self, polls: list[PollResult | Exception], status: WorkflowExecutionStatus):
+        super().__init__(SimpleNamespace(data_converter=pydantic_data_converter), "wf", 0.01)  # type: ignore[arg-type]
+        self.polls = polls
+        self.status = status
+
+    async def _poll(self, run_id: str, offset: int) -> PollResult:
+        answer = self.polls.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def _status(self, run_id: str | None) -> WorkflowExecutionStatus | None:
+        return self.status
+
+
+def _poll_of(*records: AgentStreamRecord) -> PollResult:
+    converter = pydantic_data_converter.payload_converter
+    items = [
+        _WorkflowStreamWireItem(
+            topic="events",
+            data=base64.b64encode(converter.to_payload(r).SerializeToString()).decode(),
+            offset=r.seq,
+        )
+        for r in records
+    ]
+    return PollResult(items=items, next_offset=records[-1].seq + 1 if records else 0)
+
+
+async def test_a_follower_reads_once_more_when_the_run_closed_while_its_poll_waited() -> None:
+    """A poll left waiting on a killed worker's sticky queue times out; by then another
+    worker finished the run: the follower reads what the run published, instead of
+    reporting no worker."""
+    started = AgentStreamRecord(seq=0, kind="run_started", run_id="r", data={})
+    ended = AgentStreamRecord(seq=1, kind="run_completed", run_id="r", data={})
+    no_worker = NoWorker("no worker answered", workflow_id="wf")
+    reader = _ScriptedReader(
+        [_poll_of(started), no_worker, _poll_of(started, ended)],
+        WorkflowExecutionStatus.COMPLETED,
+    )
+    seen = [r.seq async for r in reader._follow("run", 0, poll_interval=0)]
+    assert seen == [0, 1]
+    # a closed run no worker answers for at all: reported at once, as before
+    never = _ScriptedReader([no_worker], WorkflowExecutionStatus.COMPLETED)
+    with pytest.raises(NoWorker):
+        _ = [r async for r in never._follow("run", 0, poll_interval=0)]
+    # the read after it closed unanswered too: reported
+    twice = _ScriptedReader(
+        [_poll_of(started), no_worker, no_worker], WorkflowExecutionStatus.COMPLETED
+    )
+    with pytest.raises(NoWorker):
+        _ = [r async for r in twice._follow("run", 0, poll_interval=0)]

@@ -284,8 +284,16 @@ class StreamReader:
             try:
                 result = await self._poll(run_id, offset)
             except NoWorker:
-                if closed or await self._status(run_id) in CLOSED:
+                if closed:
                     raise
+                if await self._status(run_id) in CLOSED:
+                    if first:
+                        raise
+                    # It closed while this poll waited: its worker went away (a poll then
+                    # waits on the worker's sticky queue) and another one finished it. Read
+                    # once more what it published before it closed.
+                    closed = True
+                    continue
                 delay = RETRY_SECONDS[min(retry, len(RETRY_SECONDS) - 1)]
                 if retry == 0:
                     log.warning("no worker answers for %r; polling again", self.workflow_id)
