@@ -97,12 +97,9 @@ class Visibility:
             if input.resume_from is not None:
                 first.append(FORKED_FROM.value_set(input.resume_from.workflow_id))
         self._batched = batched
-        if batched:
-            self._carried = first
-            if first:
-                self._ask_flush()
-        elif first:
-            self._port.upsert(first)
+        self._carried = first
+        if first:
+            self._ask_flush()
 
     def status(self) -> str:
         if self._live.error is not None:
@@ -127,39 +124,32 @@ class Visibility:
             decisions = self._decisions
             refused = decisions.refusals
             self._parent.changed(status, pending, self.usage(), refused, decisions.refused_total)
-        key = (status, len(pending))
-        if self._batched:
-            self._due = key
-            self._ask_flush()
-        elif key != self._published:
-            self._published = key
-            self._port.upsert(
-                [AGENT_STATUS.value_set(status), PENDING_APPROVALS.value_set(len(pending))]
-            )
+        self._due = (status, len(pending))
+        self._ask_flush()
         self._port.set_details(self._details(status, pending))
 
     def _ask_flush(self) -> None:
-        if not self._flush_asked:
+        """A run that is not batched upserts at once; a batched one once the code that
+        published yields (`WorkflowPort.soon`)."""
+        if not self._batched:
+            self.flush()
+        elif not self._flush_asked:
             self._flush_asked = True
             self._port.soon(self.flush)
 
     def flush(self) -> None:
-        """A batched run's upsert of what it published last, if that changed (nothing for
-        other runs). Called once the code that published yields (`WorkflowPort.soon`), and
-        by the workflow before it ends or continues as new, so its last status is upserted
-        while it can still issue commands."""
+        """The upsert of what the run published last, if that changed, with what `begin`
+        carries. The workflow also calls it before it ends or continues as new, so a batched
+        run's last status is upserted while it can still issue commands."""
         self._flush_asked = False
         key = self._due
-        changed = key is not None and key != self._published
-        if not changed and not self._carried:
-            return
-        updates = self._carried
-        self._carried = []
-        if key is not None and changed:
+        updates, self._carried = self._carried, []
+        if key is not None and key != self._published:
             self._published = key
             status, pending = key
             updates += [AGENT_STATUS.value_set(status), PENDING_APPROVALS.value_set(pending)]
-        self._port.upsert(updates)
+        if updates:
+            self._port.upsert(updates)
 
     def _details(self, status: str, pending: list[PendingApprovalView]) -> str:
         """The Web UI's current details. Everything a user or a model wrote goes through
