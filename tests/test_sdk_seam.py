@@ -9,6 +9,7 @@ wraps). Each test here fails naming what moved when a temporalio release moves i
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import tomllib
@@ -31,7 +32,9 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent.temporal import _sdk
+from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.runtime import WorkerRuntime
+from durable_agent.temporal.sandbox import ContextCachingSandboxedWorkflowRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 VERIFIED_MINORS = ("1.35",)
@@ -143,6 +146,60 @@ async def test_the_sandboxed_workflow_object_is_found(client: Client) -> None:
     assert _sdk.workflow_object(validated) is None
     found = _sdk.workflow_object(ran)
     assert type(found).__name__ == "SdkSeamProbe", _moved("the sandboxed instance's object")
+
+
+_CONVERTERS: list[object] = []
+"""The payload converter each `ConverterProbe` run had (this module passes through, so its
+runs append to this list)."""
+
+
+@workflow.defn(name="ConverterProbe")
+class ConverterProbe:
+    @workflow.run
+    async def run(self) -> None:
+        _CONVERTERS.append(workflow.payload_converter())
+
+
+async def _converters(address: str, context_free: bool) -> list[object]:
+    """The converters of two runs on a worker of a bare client (no plugin to set the
+    runner's `context_free` from its converter)."""
+    _CONVERTERS.clear()
+    client = await Client.connect(address)
+    queue = f"sdk-seam-{uuid.uuid4()}"
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(__name__)
+    runner = ContextCachingSandboxedWorkflowRunner(
+        restrictions=restrictions, context_free=context_free
+    )
+    async with Worker(client, task_queue=queue, workflows=[ConverterProbe], workflow_runner=runner):
+        for _ in range(2):
+            await client.execute_workflow(
+                ConverterProbe.run, id=f"sdk-seam-{uuid.uuid4()}", task_queue=queue
+            )
+    return list(_CONVERTERS)
+
+
+async def test_a_context_free_sandbox_gives_its_runs_one_payload_converter(
+    dev_server: DevServer,
+) -> None:
+    """The SDK builds each instance's converter with `WorkflowInstanceDetails`'
+    `payload_converter_factory`: the plugin's sandbox hands it one that answers every run
+    of a passed-through workflow with the same converter (`sandbox`'s docstring says why)."""
+    first, second = await _converters(dev_server.address, context_free=True)
+    assert first is second, _moved("how a workflow instance gets its payload converter")
+    first, second = await _converters(dev_server.address, context_free=False)
+    assert first is not second, "a converter that may take contexts is the SDK's, one a run"
+
+
+def test_only_a_passed_through_workflow_shares_the_converter() -> None:
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("shop.models")
+    runner = ContextCachingSandboxedWorkflowRunner(restrictions=restrictions, context_free=True)
+    assert runner.passes_through("shop.models")
+    assert runner.passes_through("shop.models.orders")
+    assert runner.passes_through("durable_agent.temporal.workflow.agent_workflow") is False
+    assert not runner.passes_through("shop.modelsx")
+    assert not runner.passes_through("shop")
+    everything = dataclasses.replace(restrictions, passthrough_all_modules=True)
+    assert ContextCachingSandboxedWorkflowRunner(restrictions=everything).passes_through("x")
 
 
 def test_pyproject_allows_only_verified_temporalio_releases() -> None:

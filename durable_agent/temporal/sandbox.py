@@ -17,6 +17,14 @@ the instance answers without entering the sandbox: the SDK then picks the same c
 it would have picked from the real answer. The plugin judges the converter it is given:
 a replayer plugin listed after it that adds a context-aware codec must be listed before.
 
+A context-free worker's instances of a workflow passed through the sandbox (`AgentWorkflow`
+is) also share one payload converter. The SDK makes one for every workflow instance, and
+pydantic's keeps a cache of type adapters of its own: some 9 kB a run, which a cached run
+keeps for as long as it waits. These converters keep nothing of a run but that cache, whose
+keys are the types the run decodes: a passed-through workflow's are the worker's own, the
+same in every run. A sandboxed module's types are imported again for each run, so a shared
+cache would keep every run's copies: such workflows keep a converter of their own.
+
 When a run leaves the worker's cache (an eviction activation that succeeded: no task of it
 is left, and a query or its next task replays it in a new instance), `call_evicted_hook` lets
 a workflow that asks for it (`EVICTED_HOOK`: `AgentWorkflow` does) drop what its run held.
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
@@ -38,6 +47,7 @@ from temporalio.converter import (
     ActivitySerializationContext,
     DataConverter,
     DefaultPayloadConverter,
+    PayloadConverter,
     SerializationContext,
     StorageDriverStoreContext,
     WithSerializationContext,
@@ -180,6 +190,44 @@ class ContextCachingSandboxedWorkflowRunner(SandboxedWorkflowRunner):
 
     context_free: bool = False
     """Set by the plugin when the worker's (or replayer's) converter `ignores_contexts`."""
+    _converters: dict[Any, Callable[[], PayloadConverter]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Per factory the SDK hands its instances (the worker's data converter's): one that
+    answers every instance with the same converter."""
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        if self.context_free and self.passes_through(det.defn.cls.__module__):
+            det = dataclasses.replace(det, payload_converter_factory=self.shared(det))
         return ContextCachingInstance(super().create_instance(det), context_free=self.context_free)
+
+    def passes_through(self, module: str) -> bool:
+        """Whether the sandbox imports `module` once, outside it, as the SDK's importer
+        decides: the module or a package above it is listed, or every module is."""
+        listed = self.restrictions.passthrough_modules
+        parts = module.split(".")
+        return self.restrictions.passthrough_all_modules or any(
+            ".".join(parts[:end]) in listed for end in range(1, len(parts) + 1)
+        )
+
+    def shared(self, det: WorkflowInstanceDetails) -> Callable[[], PayloadConverter]:
+        """A factory answering every instance with the one converter `det`'s factory made.
+        Only for context-free workers, whose converter is Temporal's or pydantic's
+        (`ignores_contexts` checks which), and passed-through workflows."""
+        factory = det.payload_converter_factory
+        found = self._converters.get(factory)
+        if found is None:
+            found = self._converters[factory] = _Always(factory())
+        return found
+
+
+class _Always:
+    """A factory that answers with the one converter it was given."""
+
+    __slots__ = ("converter",)
+
+    def __init__(self, converter: PayloadConverter) -> None:
+        self.converter = converter
+
+    def __call__(self) -> PayloadConverter:
+        return self.converter
