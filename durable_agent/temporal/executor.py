@@ -65,7 +65,10 @@ class TemporalExecutor:
         self.announce: Announce = announce or (lambda node, data: None)
         self.on_wait = on_wait or (lambda: None)
         """What else `pack` packs (the run's unread stream records)."""
-        self.latest: AgentCheckpoint | None = None
+        self._latest: AgentCheckpoint | None = None
+        self._history: list[Any] = []
+        """The latest checkpoint's conversation, by reference: every recorded boundary's
+        is a prefix of it (`recorded`), and it outlives `_latest` while the run is packed."""
         # Every boundary's checkpoint id, its node, the checkpoint as JSON without its
         # conversation, how many messages the conversation had then, and the state values
         # kept by reference (`_SHARED_FIELDS`): forks read them back (`recorded`), the
@@ -85,8 +88,24 @@ class TemporalExecutor:
         self._resume_reason: str | None = None
 
     @property
+    def latest(self) -> AgentCheckpoint | None:
+        """The run's latest checkpoint. While the run waits for a person (`pack`), read
+        back from its boundary's JSON for each reader (queries, forks) and not kept."""
+        if self._latest is None and self._ids:
+            return self.recorded(len(self._ids) - 1)
+        return self._latest
+
+    @latest.setter
+    def latest(self, checkpoint: AgentCheckpoint | None) -> None:
+        """A checkpoint this run did not record (the one a continued run carries)."""
+        self._latest = checkpoint
+        self._history = checkpoint.state.message_history if checkpoint is not None else []
+
+    @property
     def node(self) -> AgentExecutionNode | None:
-        return self.latest.node if self.latest else None
+        if self._nodes:
+            return self._nodes[-1]
+        return self._latest.node if self._latest is not None else None
 
     @property
     def is_suspended(self) -> bool:
@@ -116,8 +135,9 @@ class TemporalExecutor:
     def record(self, checkpoint: AgentCheckpoint) -> None:
         """Keeps `checkpoint` as this run's latest boundary (and the next in its list)."""
         kept = checkpoint.model_dump_json(exclude=_BY_REFERENCE).encode()
-        self.latest = checkpoint
+        self._latest = checkpoint
         state = checkpoint.state
+        self._history = state.message_history
         self._ids.append(checkpoint.checkpoint_id)
         self._nodes.append(checkpoint.node)
         self._kept.append(kept)
@@ -127,8 +147,13 @@ class TemporalExecutor:
 
     def pack(self) -> None:
         """The run starts a long wait (for a person): its boundaries' JSON is packed (see
-        `packed`), and what `on_wait` packs."""
+        `packed`), and what `on_wait` packs. The latest checkpoint is let go of (its JSON
+        is the last packed: `latest` reads it back), and so is the evidence read for the
+        `checkpoints` query (read again when next asked)."""
         self._kept.pack()
+        if self._ids:
+            self._latest = None
+        self._evidence = []
         self.on_wait()
 
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
@@ -188,8 +213,7 @@ class TemporalExecutor:
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
         checkpoint_id, length = self._ids[position], self._lengths[position]
-        assert self.latest is not None, "a recorded boundary implies a latest one"
-        history = self.latest.state.message_history
+        history = self._history
         if length > len(history):
             raise ValueError(
                 f"checkpoint {checkpoint_id} held {length} messages, more than the "

@@ -109,7 +109,7 @@ class Chain:
 
     def due_between_turns(self) -> bool:
         """Between turns, as within one: when Temporal suggests it or after the steps set."""
-        if self._executor.latest is None:
+        if self._executor.node is None:  # no checkpoint yet (read without unpacking one)
             return False
         if self._port.continue_as_new_suggested():
             return True
