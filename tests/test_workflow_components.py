@@ -38,6 +38,7 @@ from durable_agent.temporal.workflow.gates import Gate, Refusal
 from durable_agent.temporal.workflow.inputs import read_input
 from durable_agent.temporal.workflow.live import LiveRun
 from durable_agent.temporal.workflow.port import RunIdentity
+from durable_agent.temporal.workflow.record_sizes import RecentSizes
 from durable_agent.temporal.workflow.sessions import Session
 from durable_agent.temporal.workflow.subscribers import Subscribers
 from durable_agent.temporal.workflow.visibility import Visibility
@@ -459,3 +460,27 @@ def test_a_record_waiting_as_bytes_is_counted_at_its_payloads_size(length: int) 
     data = b"x" * length
     assert plain_size(data) == plain_payload(data).ByteSize()
     assert plain_payload(data).metadata == {"encoding": b"json/plain"}
+
+
+def test_the_handoff_sizes_keep_the_latest_within_their_bound() -> None:
+    sizes = RecentSizes(1000)
+    added: list[int] = []
+    for n in range(500):
+        size = 7 + (n * 37) % 190
+        sizes.add(size)
+        added.append(size)
+        # what a plain list would keep: the newest sizes within the bound, the newest always
+        kept = [added[-1]]
+        for earlier in reversed(added[:-1]):
+            if sum(kept) + earlier > 1000:
+                break
+            kept.append(earlier)
+        assert len(sizes) == len(kept), n
+        assert sizes.fitting(10**9) == len(kept)
+        assert sizes.fitting(300) == next(
+            i for i in range(len(kept) + 1) if i == len(kept) or sum(kept[: i + 1]) > 300
+        )
+        assert sizes.fitting(10**9, records=3) == min(3, len(kept))
+    alone = RecentSizes(10)
+    alone.add(50)
+    assert (len(alone), alone.fitting(100), alone.fitting(10)) == (1, 1, 0)

@@ -16,7 +16,6 @@ the same records at the same offsets, and no command depends on it, so replays a
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from ..wire import EVENTS_TOPIC, Continuation, ModelDeltaBatch, StreamPoll
     from .live import LiveRun
     from .port import WorkflowPort
+    from .record_sizes import RecentSizes
     from .subscribers import SUBSCRIBER_HANDOFF_BYTES, Subscribers
 
 __all__ = [
@@ -89,14 +89,12 @@ class EventStream:
         self._live = live
         self._executor = executor
         self._port = port
-        self._recent: deque[int] = deque()
-        """Payload sizes of the latest records (at most `SUBSCRIBER_HANDOFF_BYTES` of them),
-        for the continue-as-new handoff: the records handed over by the run before, then
-        this run's."""
-        self._recent_bytes = 0
+        self._recent = RecentSizes(SUBSCRIBER_HANDOFF_BYTES)
+        """Payload sizes of the latest records, for the continue-as-new handoff: the records
+        handed over by the run before, then this run's."""
         carried = continuation.stream if continuation is not None else None
         for item in carried.log if carried is not None else []:
-            self._keep_size(len(item.data))
+            self._recent.add(len(item.data))
         polls = continuation.stream_polls if continuation is not None else []
         self.subscribers = Subscribers(port, polls)
         self.carried_polls: list[StreamPoll] = []
@@ -113,13 +111,13 @@ class EventStream:
     def publish(self, record: AgentStreamRecord) -> None:
         if self._plain_records:
             data = to_json(record)
-            self._keep_size(plain_size(data))
+            self._recent.add(plain_size(data))
             self._unread.append(data)
             if self._readers:
                 self.flush()
             return
         payload = self.payload(record)
-        self._keep_size(payload.ByteSize())
+        self._recent.add(payload.ByteSize())
         self.events.publish(payload)
 
     def flush(self) -> None:
@@ -145,13 +143,6 @@ class EventStream:
         finally:
             self._readers -= 1
 
-    def _keep_size(self, size: int) -> None:
-        recent = self._recent
-        recent.append(size)
-        self._recent_bytes += size
-        while self._recent_bytes > SUBSCRIBER_HANDOFF_BYTES and len(recent) > 1:
-            self._recent_bytes -= recent.popleft()
-
     def payload(self, record: AgentStreamRecord) -> Payload:
         """The record as the worker's payload converter writes it. A step publishes some
         twenty records and a replay writes them all again, so once the converter is seen
@@ -176,24 +167,16 @@ class EventStream:
         this run (the stream's poll query, `_sdk.STREAM_POLL`) while it is retained."""
         self.flush()
         seq = self._live.seq
-        start = seq - self._fitting(HANDOFF_BYTES, HANDOFF_RECORDS)
+        start = seq - self._recent.fitting(HANDOFF_BYTES, HANDOFF_RECORDS)
         slowest = self.subscribers.slowest()
         # Runs recorded before subscribers were followed continue as they did.
         if slowest is not None and self._port.patched(SUBSCRIBER_HANDOFF_PATCH):
-            start = min(start, max(slowest, seq - self._fitting(SUBSCRIBER_HANDOFF_BYTES, None)))
+            start = min(
+                start, max(slowest, seq - self._recent.fitting(SUBSCRIBER_HANDOFF_BYTES, None))
+            )
             self.carried_polls = self.subscribers.carry()
         self.stream.truncate(start)
         return self.stream.get_state()
-
-    def _fitting(self, limit: int, records: int | None) -> int:
-        """How many of the latest records fit in `limit` bytes (and `records`, if given)."""
-        kept = total = 0
-        for size in reversed(self._recent):
-            if total + size > limit or (records is not None and kept >= records):
-                break
-            total += size
-            kept += 1
-        return kept
 
     def refuse_publish(self, *inputs: Any) -> None:
         """Workflow Streams' publish signal (`_sdk.STREAM_PUBLISH_SIGNAL`), refused: the run's

@@ -38,13 +38,17 @@ class Subscribers:
 
     def __init__(self, port: WorkflowPort, carried: Sequence[StreamPoll] = ()) -> None:
         self._port = port
-        self._polls: deque[tuple[datetime, int]] = deque(
-            ((p.at, p.offset) for p in carried), maxlen=_MAX_POLLS
+        self._polls: deque[tuple[datetime, int]] | tuple[()] = (
+            deque(((p.at, p.offset) for p in carried), maxlen=_MAX_POLLS) if carried else ()
         )
+        """Made at the first poll: most runs have no plain subscriber, and an empty deque
+        takes a block of its own."""
 
     def polled(self, offset: int) -> None:
         now = self._port.now()
         polls = self._polls
+        if not isinstance(polls, deque):
+            polls = self._polls = deque(maxlen=_MAX_POLLS)
         while polls and now - polls[0][0] > ACTIVE:
             polls.popleft()
         polls.append((now, offset))
