@@ -310,15 +310,18 @@ async def test_a_run_decides_at_its_start_and_coalesces_its_upserts(client: Clie
         f'{{"id":"{VISIBILITY_PATCH}","deprecated":false}}'
     ]
     tasks = upserts_per_task(history)
-    # the name and first status came with the start (`start_attributes`); the wait's status
-    # and count at once, not after the checkpoint's "running" with one approval pending
-    assert tasks[:1] == [[{"AgentStatus", "PendingApprovals"}]], tasks
+    # the name with the first status; the wait's status and count at once, not after the
+    # checkpoint's "running" with one approval pending
+    assert tasks[:2] == [
+        [{"AgentName", "AgentStatus", "PendingApprovals"}],
+        [{"AgentStatus", "PendingApprovals"}],
+    ], tasks
     assert scheduled(history) == ["model_request", "tool_call", "model_request"]
     # not batched: as before, the name on its own, then each change of status
     old = histories[unbatched.agent.name]
     assert not any(VISIBILITY_PATCH in m for m in patch_markers(old))
     assert upserts_per_task(old)[0][0] == {"AgentName"}
-    assert sum(map(len, upserts_per_task(old))) == sum(map(len, tasks)) + 3
+    assert sum(map(len, upserts_per_task(old))) == sum(map(len, tasks)) + 2
     # the decision is recorded: replayers configured any way replay both as they ran
     for activities in (ACTIVITIES, LOCAL, AgentActivityConfig()):
         agents = [AgentRegistration(r.agent, activities) for r in (batched, unbatched)]

@@ -14,21 +14,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from temporalio.common import SearchAttributePair, SearchAttributeUpdate, TypedSearchAttributes
+from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentBuilder, DirectAgentExecutor, SystemIdSource, TestModel
 from durable_agent.agent.in_process import DirectNodeRunner
-from durable_agent.contract.checkpoint import AgentCheckpoint
 from durable_agent.contract.state import AgentRunState, RunStatus
 from durable_agent.engine.controller import RunController
 from durable_agent.engine.runner import Driver
 from durable_agent.temporal.executor import TemporalExecutor
-from durable_agent.temporal.search_attributes import AGENT_NAME, AGENT_STATUS, PENDING_APPROVALS
 from durable_agent.temporal.wire import (
     AgentWorkflowInput,
     ApprovalSignal,
-    Continuation,
     DeferredResultSignal,
     PromptRequest,
 )
@@ -44,7 +41,6 @@ from durable_agent.temporal.workflow.subscribers import Subscribers
 from durable_agent.temporal.workflow.visibility import Visibility
 
 from .helpers import call, text_response, tool_response
-from .test_starweaver_fixtures import load
 
 
 class FakePort:
@@ -57,7 +53,6 @@ class FakePort:
         self.details = ""
         self.markers: list[str] = []
         self.soon_calls: list[Callable[[], None]] = []
-        self.started_with = TypedSearchAttributes.empty
 
     def now(self) -> datetime:
         return self.clock
@@ -87,9 +82,6 @@ class FakePort:
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
         self.upserts.append([(u.key.name, u.value) for u in updates])
-
-    def search_attributes(self) -> TypedSearchAttributes:
-        return self.started_with
 
     def soon(self, callback: Callable[[], None]) -> None:
         self.soon_calls.append(callback)
@@ -246,11 +238,9 @@ async def test_an_approval_wait_that_times_out_denies_the_undecided_calls() -> N
 # -- visibility ---------------------------------------------------------------------------------
 
 
-def visibility_of_new_run(
-    input: AgentWorkflowInput | None = None,
-) -> tuple[FakePort, LiveRun, Visibility]:
+def visibility_of_new_run() -> tuple[FakePort, LiveRun, Visibility]:
     port = FakePort()
-    input = input or AgentWorkflowInput(agent="a", prompt="p")
+    input = AgentWorkflowInput(agent="a", prompt="p")
     live = LiveRun(input)
     session = Session(input, live, port)
     decisions = HumanDecisions(live, port, status=lambda: "", publish=lambda: None, keys=None)
@@ -289,60 +279,6 @@ async def test_a_batched_run_upserts_what_holds_once_the_code_that_published_yie
     visibility.flush()  # the workflow's own, before it ends
     port.end_task()
     assert port.upserts[1:] == [[("AgentStatus", "starting"), ("PendingApprovals", 0)]]
-
-
-def started_with(agent: str, status: str = "starting") -> TypedSearchAttributes:
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(AGENT_NAME, agent),
-            SearchAttributePair(AGENT_STATUS, status),
-            SearchAttributePair(PENDING_APPROVALS, 0),
-        ]
-    )
-
-
-async def test_a_batched_run_upserts_nothing_it_started_with() -> None:
-    port, live, visibility = visibility_of_new_run()
-    port.started_with = started_with("a")
-    visibility.begin(batched=True)
-    visibility.publish()  # starting, no approvals pending: what the run started with
-    port.end_task()
-    assert port.upserts == []
-    live.error = "boom"
-    visibility.publish()
-    port.end_task()
-    assert port.upserts == [[("AgentStatus", "failed"), ("PendingApprovals", 0)]]
-
-
-async def test_what_a_run_started_with_counts_only_for_new_batched_runs() -> None:
-    # another agent's name (set by the caller): the run's own goes out with its status
-    port, _, visibility = visibility_of_new_run()
-    port.started_with = started_with("other")
-    visibility.begin(batched=True)
-    visibility.publish()
-    port.end_task()
-    assert port.upserts == [[("AgentName", "a")]]
-    # runs recorded before the patch upsert as they did
-    port, _, visibility = visibility_of_new_run()
-    port.started_with = started_with("a")
-    visibility.begin(batched=False)
-    visibility.publish()
-    assert port.upserts == [
-        [("AgentName", "a")],
-        [("AgentStatus", "starting"), ("PendingApprovals", 0)],
-    ]
-    # a continued run inherits its predecessor's attributes, which say nothing of its own
-    checkpoint = AgentCheckpoint.model_validate(load("text_run.json")["checkpoints"][-1])
-    carried = AgentWorkflowInput(
-        agent="a",
-        continuation=Continuation(checkpoint=checkpoint, stream_seq=0, history_digest=""),
-    )
-    port, _, visibility = visibility_of_new_run(carried)
-    port.started_with = started_with("a")
-    visibility.begin(batched=True)
-    visibility.publish()
-    port.end_task()
-    assert port.upserts == [[("AgentStatus", "starting"), ("PendingApprovals", 0)]]
 
 
 async def test_a_run_that_is_not_batched_upserts_at_each_change_and_flush_does_nothing() -> None:

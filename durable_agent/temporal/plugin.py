@@ -22,9 +22,7 @@ hosts agents is usually a worker that existed before the agents did:
   and not at all for serialization contexts when the worker's converter ignores them.
   Any other runner (e.g. `UnsandboxedWorkflowRunner`) is left alone.
 - interceptors: the user's stay; one is added (`StreamPollInterceptor`) that shows each run
-  the offsets plain Workflow Streams subscribers poll, so continue-as-new leaves none behind,
-  and on the client one (`StartAttributes`) that starts an agent run with the search
-  attributes its first task would upsert (the caller's own stay).
+  the offsets plain Workflow Streams subscribers poll, so continue-as-new leaves none behind.
 - runtime: each worker (or replayer) the plugin configures gets one `WorkerRuntime`
   (`.runtime`): its agents, settings, caches, thread pool and toolsets. A second
   `DurableAgentPlugin` on the same worker (one on the client, one on the worker) adds its
@@ -79,7 +77,6 @@ from .runtime import RuntimeInterceptor, WorkerRuntime, find_runtime
 from .sandbox import ContextCachingSandboxedWorkflowRunner, ignores_contexts
 from .search_attributes import ensure_search_attributes
 from .signing import ApprovalKeys
-from .start_attributes import StartAttributes
 from .tool_threads import DEFAULT_ACTIVITY_SLOTS
 from .tracing import TelemetryInterceptor, Tracing, context_propagation, flush, provider_from_env
 from .workflow import AgentWorkflow
@@ -193,7 +190,7 @@ class DurableAgentPlugin(SimplePlugin):
         if isinstance(tracing, TracerProvider):
             tracer_provider, tracing = tracing, True
         self.tracing = Tracing(tracer_provider) if tracing else None
-        interceptors: list[Any] = [StreamPollInterceptor(), StartAttributes()]
+        interceptors: list[Any] = [StreamPollInterceptor()]
         if self.tracing is not None:
             interceptors.append(context_propagation())
         interceptors.append(TelemetryInterceptor(self.tracing))

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate, TypedSearchAttributes
+from temporalio.common import SearchAttributeUpdate
 
 __all__ = ["RunIdentity", "TemporalPort", "WorkflowPort"]
 
@@ -57,11 +57,6 @@ class WorkflowPort(Protocol):
         ...
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None: ...
-
-    def search_attributes(self) -> TypedSearchAttributes:
-        """The run's search attributes as they stand (those it started with, before its
-        first upsert)."""
-        ...
 
     def soon(self, callback: Callable[[], None]) -> None:
         """Calls `callback` once what the workflow is doing now has yielded, within the same
@@ -107,9 +102,6 @@ class TemporalPort:
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
         workflow.upsert_search_attributes(updates)
-
-    def search_attributes(self) -> TypedSearchAttributes:
-        return workflow.info().typed_search_attributes
 
     def soon(self, callback: Callable[[], None]) -> None:
         # The workflow's own event loop: its ready callbacks run in order, deterministically,

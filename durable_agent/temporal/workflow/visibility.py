@@ -7,8 +7,7 @@ Web UI's current details (not a command) up to date.
 
 Runs recorded since `placement.VISIBILITY_PATCH` coalesce their upserts (`begin`, `flush`):
 what one stretch of workflow code publishes, up to its next wait, goes out as one upsert of
-what holds at its end, and what a new run started with (`start_attributes`) is not upserted
-again. A step that passes through a status on its way to the next (the
+what holds at its end. A step that passes through a status on its way to the next (the
 checkpoint that lists a pending approval, then the wait for it) upserts once, not twice, and
 the run's name goes out with its first status. Each command a run records stays in its
 worker's cache as long as the run does (the SDK's core keeps a state machine for each), so
@@ -98,15 +97,6 @@ class Visibility:
             if input.resume_from is not None:
                 first.append(FORKED_FROM.value_set(input.resume_from.workflow_id))
         self._batched = batched
-        if batched and input.continuation is None:
-            # Started by a client with the plugin (`start_attributes`): what the run started
-            # with is not upserted again. Only new runs: a continued run inherits its
-            # predecessor's, and runs recorded before the patch upserted regardless.
-            held = self._port.search_attributes()
-            first = [update for update in first if held.get(update.key) != update.value]
-            status, pending = held.get(AGENT_STATUS), held.get(PENDING_APPROVALS)
-            if status is not None and pending is not None:
-                self._published = (status, pending)
         self._carried = first
         if first:
             self._ask_flush()
