@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import itertools
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -36,7 +37,12 @@ from durable_agent import (
 )
 from durable_agent.cli.live import RunView
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentActivityConfig, AgentClient, AgentRegistration
+from durable_agent.temporal import (
+    AgentActivityConfig,
+    AgentClient,
+    AgentRegistration,
+    AgentWorkflow,
+)
 from durable_agent.temporal.client import NotAnAgentRun, RunNotFound
 from durable_agent.temporal.run_errors import NoWorker
 from durable_agent.temporal.streams import StreamPastEnd, StreamReader
@@ -518,6 +524,15 @@ async def test_a_plain_subscriber_of_a_waiting_run_reads_each_record_while_the_r
     async with new_worker(client, agents=[hosted]) as worker:
         handle = await agents.start(name, "deploy", task_queue=worker.task_queue)
         await wait_for_status(handle.handle, "waiting")
+        # Nobody has read the stream: its log holds no `Payload` (each would keep a
+        # protobuf arena for as long as the run is cached), the records wait as bytes.
+        (waiting,) = [
+            o
+            for o in gc.get_objects()
+            if type(o) is AgentWorkflow and getattr(vars(o).get("input"), "agent", "") == name
+        ]
+        assert waiting.events.stream._log == []
+        assert waiting.events._unread
         subscriber = asyncio.create_task(subscribe())
         await asyncio.wait_for(until_seen(1, "waiting"), 20)
         assert (await handle.status()).status == "waiting"

@@ -14,7 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic_core import to_json
+from temporalio.api.common.v1 import Payload
 from temporalio.common import SearchAttributeUpdate
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ApplicationError
 
 from durable_agent import AgentBuilder, DirectAgentExecutor, SystemIdSource, TestModel
@@ -30,7 +34,7 @@ from durable_agent.temporal.wire import (
     PromptRequest,
 )
 from durable_agent.temporal.workflow.decisions import HumanDecisions
-from durable_agent.temporal.workflow.events import plain_payload, plain_size
+from durable_agent.temporal.workflow.events import plain_payload, plain_size, writes_plain
 from durable_agent.temporal.workflow.gates import Gate, Refusal
 from durable_agent.temporal.workflow.inputs import read_input
 from durable_agent.temporal.workflow.live import LiveRun
@@ -396,6 +400,26 @@ def test_a_record_waiting_as_bytes_is_counted_at_its_payloads_size(length: int) 
     data = b"x" * length
     assert plain_size(data) == plain_payload(data).ByteSize()
     assert plain_payload(data).metadata == {"encoding": b"json/plain"}
+
+
+class _Indented(PayloadConverter):
+    """Writes JSON as the plugin's converter would not: indented."""
+
+    def to_payloads(self, values: Sequence[Any]) -> list[Payload]:
+        return [
+            Payload(metadata={"encoding": b"json/plain"}, data=to_json(v, indent=2)) for v in values
+        ]
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: Any = None) -> list[Any]:
+        raise NotImplementedError("this converter only writes")
+
+
+def test_records_are_written_as_plain_json_only_when_the_converter_writes_them_so() -> None:
+    # `EventStream.publish` writes records itself (and keeps them as bytes) only for a
+    # converter whose payloads are exactly that; another converter's are published as it
+    # writes them.
+    assert writes_plain(pydantic_data_converter.payload_converter)
+    assert not writes_plain(_Indented())
 
 
 def test_the_handoff_sizes_keep_the_latest_within_their_bound() -> None:

@@ -24,6 +24,7 @@ from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.converter import PayloadConverter
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentExecutionNode
@@ -43,6 +44,7 @@ __all__ = [
     "HANDOFF_RECORDS",
     "EventStream",
     "merged_deltas",
+    "writes_plain",
 ]
 
 HANDOFF_RECORDS = 64
@@ -64,6 +66,18 @@ def plain_size(data: bytes) -> int:
     if not length:
         return _JSON_PLAIN_SIZE
     return _JSON_PLAIN_SIZE + 1 + (length.bit_length() + 6) // 7 + length
+
+
+_PROBE = AgentStreamRecord(
+    seq=0, kind="run_started", run_id="probe", data={"text": "é", "items": [1, 2.5, None]}
+)
+
+
+def writes_plain(converter: PayloadConverter) -> bool:
+    """Whether `converter` writes a stream record as plain pydantic JSON, as `publish`
+    writes it itself: asked once a run, of a probe with text, numbers and nulls."""
+    payload = converter.to_payload(_PROBE)
+    return payload == Payload(metadata=_JSON_PLAIN.metadata, data=to_json(_PROBE))
 
 
 def plain_payload(data: bytes) -> Payload:
@@ -99,7 +113,12 @@ class EventStream:
         self.subscribers = Subscribers(port, polls)
         self.carried_polls: list[StreamPoll] = []
         """What `handoff` decided the successor carries of `subscribers`."""
-        self._plain_records: bool | None = None
+        self._plain_records = writes_plain(workflow.payload_converter())
+        """Whether the worker's converter writes a record as plain pydantic JSON (the
+        plugin's does): then `publish` writes the same bytes itself, without the
+        converter's dispatch (a step publishes some twenty records, and a replay writes them
+        all again), and no record waits as a `Payload`, whose protobuf arena (some 3 kB of
+        C heap) a cached run would keep."""
         self._unread = PackedBytes()
         """Plain-JSON records not yet in the stream's log (see the module's docstring)."""
         executor.on_wait = self.pack  # the run's long waits pack these too
@@ -116,7 +135,7 @@ class EventStream:
             if self._readers:
                 self.flush()
             return
-        payload = self.payload(record)
+        payload = workflow.payload_converter().to_payload(record)
         self._recent.add(payload.ByteSize())
         self.events.publish(payload)
 
@@ -142,18 +161,6 @@ class EventStream:
             yield
         finally:
             self._readers -= 1
-
-    def payload(self, record: AgentStreamRecord) -> Payload:
-        """The record as the worker's payload converter writes it. A step publishes some
-        twenty records and a replay writes them all again, so once the converter is seen
-        to write a record as plain pydantic JSON (the plugin's converter does), `publish`
-        writes the rest itself, the same bytes without the converter's dispatch."""
-        payload = workflow.payload_converter().to_payload(record)
-        if self._plain_records is None:
-            self._plain_records = payload == Payload(
-                metadata=_JSON_PLAIN.metadata, data=to_json(record)
-            )
-        return payload
 
     def detach(self) -> None:
         """Waiting subscribers get what is there and follow on (or learn the run ended)."""
