@@ -1,7 +1,7 @@
 """The speed-ups that rely on pydantic's internals, pinned (issue 25, item 4).
 
 `durable_agent._fields` is the one module that touches pydantic's private slots
-(`trusted`, `shallow_copy`); this test fails loudly when a pydantic release changes what
+(`trusted`, `shallow_copy`, `settled`); this test fails loudly when a pydantic release changes what
 they rely on, and `pyproject.toml` allows only the releases it has passed on.
 """
 
@@ -19,8 +19,8 @@ from packaging.version import Version
 from pydantic import BaseModel
 
 from durable_agent import Usage
-from durable_agent.contract._fields import replaced, shallow_copy, trusted
-from durable_agent.contract.messages import ToolCall
+from durable_agent.contract._fields import replaced, settled, shallow_copy, trusted
+from durable_agent.contract.messages import ModelResponse, TextPart, ToolCall, ToolCallPart
 from durable_agent.contract.state import AgentRunState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,3 +103,33 @@ def test_replaced_is_a_model_copy_with_an_update() -> None:
     assert _state(copy) == _state(call.model_copy(update=update))
     assert copy.model_fields_set is not call.model_fields_set
     assert call.id == "c1"
+
+
+def test_settled_models_share_their_classes_fields_set_and_dump_as_before() -> None:
+    data = {
+        "parts": [
+            {"kind": "tool_call", "id": "c1", "name": "deploy", "arguments": {"env": "prod"}},
+            {"kind": "text", "text": "deploying"},
+        ],
+        "usage": {"requests": 1, "input_tokens": 7},
+        "model_name": "test",
+    }
+    validated = ModelResponse.model_validate(data)
+    response = settled(ModelResponse.model_validate(data))
+    assert response == validated
+    assert response.model_dump_json() == validated.model_dump_json()
+    call, text = response.parts
+    assert isinstance(call, ToolCallPart)
+    assert isinstance(text, TextPart)
+    built = trusted(ModelResponse, **response.__dict__)
+    # one set per class, the one `trusted` gives, naming every field
+    assert response.model_fields_set is built.model_fields_set
+    assert response.model_fields_set == set(ModelResponse.model_fields)
+    assert response.usage.model_fields_set is settled(Usage()).model_fields_set
+    assert call.model_fields_set == set(ToolCallPart.model_fields)
+    # a change to a field of one leaves the others' sets as they were
+    call.name = "rollback"
+    assert call.model_fields_set == set(ToolCallPart.model_fields)
+    # a model with extra fields keeps its own set, which names them
+    extra = settled(ToolCall.model_validate({"id": "c", "name": "n", "arguments": {}, "x": 1}))
+    assert extra.model_fields_set == {"id", "name", "arguments", "x"}

@@ -12,7 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["WIRE_CONFIG", "omit_empty", "omit_none", "replaced", "shallow_copy", "trusted"]
+__all__ = [
+    "WIRE_CONFIG",
+    "omit_empty",
+    "omit_none",
+    "replaced",
+    "settled",
+    "shallow_copy",
+    "trusted",
+]
 
 WIRE_CONFIG = ConfigDict(extra="allow", validate_assignment=False, populate_by_name=True)
 """Unknown fields are kept so that data written by a newer starweaver survives a round trip."""
@@ -43,12 +51,7 @@ def trusted(cls: type[M], /, **fields: Any) -> M:
     lists every field."""
     model = _new(cls)
     _set_dict(model, fields)
-    try:
-        every_field, keeps_extra = _shared[cls]
-    except KeyError:
-        every_field = set(cls.model_fields)
-        keeps_extra = cls.model_config.get("extra") == "allow"
-        _shared[cls] = every_field, keeps_extra
+    every_field, keeps_extra = _every_field(cls)
     # Every field is given, so every model of `cls` built here has the same fields set:
     # one set shared by all of them (pydantic only ever adds a set field's name to it, or
     # copies it), not a new one per model for the garbage collector to walk.
@@ -56,6 +59,36 @@ def trusted(cls: type[M], /, **fields: Any) -> M:
     _set_extra(model, {} if keeps_extra else None)
     _set_private(model, None)
     return model
+
+
+def settled(model: M) -> M:
+    """`model`, just validated, and the models in its fields, given the fields set `trusted`
+    gives: the one shared by every model of their class. For what a run keeps for as long
+    as it is cached, decoded from an activity's result (a response, a tool's outcome): a
+    validated model has every field in its `__dict__`, and its own fields set costs 216
+    bytes, 728 once it names more than four fields. A model holding extra fields keeps its
+    own (it names them). Changes the models in place and returns `model`."""
+    for value in model.__dict__.values():
+        if isinstance(value, BaseModel):
+            settled(value)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                if isinstance(item, BaseModel):
+                    settled(item)
+    every_field, _ = _every_field(type(model))
+    if not model.__pydantic_extra__ and every_field.issubset(model.__dict__):
+        _set_fields_set(model, every_field)
+    return model
+
+
+def _every_field(cls: type[BaseModel]) -> tuple[set[str], bool]:
+    """The fields set shared by the models of `cls` that name every field, and whether
+    `cls` keeps extra fields."""
+    try:
+        return _shared[cls]
+    except KeyError:
+        shared = _shared[cls] = set(cls.model_fields), cls.model_config.get("extra") == "allow"
+        return shared
 
 
 def shallow_copy(model: M) -> M:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from durable_agent import ModelMessage, ModelRequest, ModelResponse, ToolReturn
+from durable_agent.contract._fields import settled
 from durable_agent.contract.messages import ModelMessagesTypeAdapter
 from durable_agent.engine.node_io import ToolCallOutcome, ToolCallOutcomeAdapter, ToolReturned
 
@@ -132,9 +133,12 @@ def unpack_response(
 ) -> ModelResponse:
     """Stamps a response as the activity stamped it before packing (a no-op on results
     of releases that sent it whole)."""
-    return response.model_copy(
-        update={"run_id": run_id, "conversation_id": conversation_id, "timestamp": timestamp}
+    # The response was decoded for this call alone: stamped in place, it and its parts
+    # share their classes' fields sets for as long as the run keeps them.
+    settled(response).__dict__.update(
+        run_id=run_id, conversation_id=conversation_id, timestamp=timestamp
     )
+    return response
 
 
 def pack_tool_outcome(
@@ -224,7 +228,7 @@ def unpack_tool_outcome(
             if millis is not None:
                 ret["metadata"] = {"duration_ms": millis, **metadata}
         data = {**data, "tool_return": ret}
-    return ToolCallOutcomeAdapter.validate_python(data)
+    return settled(ToolCallOutcomeAdapter.validate_python(data))
 
 
 def _millis(metadata: dict[str, Any]) -> int | None:
