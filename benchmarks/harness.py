@@ -3,6 +3,7 @@ history figures and the JSON file a measure writes."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import datetime as dt
@@ -37,6 +38,20 @@ ROOT = Path(__file__).parent.parent
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def parse_sides(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser`'s arguments and, before them, the sides to look at: A (ours), B (bare
+    Temporal) or, when none is named, both."""
+    # Checked below, not with `choices`: argparse (3.11) checks an empty `*` argument's
+    # value against them as one value, and refuses it.
+    parser.add_argument("sides", nargs="*", metavar="{A,B}", help="default: both")
+    args = parser.parse_args(argv)
+    wrong = [side for side in args.sides if side not in ("A", "B")]
+    if wrong:
+        parser.error(f"unknown side {wrong[0]!r}: name A (ours), B (bare Temporal) or none")
+    args.sides = args.sides or ["A", "B"]
+    return args
 
 
 def median(values: Iterable[float]) -> float:

@@ -38,7 +38,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from benchmarks import workload
-from benchmarks.harness import Handle, Session, log, wait_until
+from benchmarks.harness import Handle, Session, log, parse_sides, wait_until
 from benchmarks.memory import STEPS, start_waiting
 from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
 
@@ -158,16 +158,10 @@ def _traced(kind: str, runs: int, folder: Path) -> Counter[str]:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sides", nargs="*", metavar="{A,B}", help="default: both")
     parser.add_argument("--first", type=int, default=100, help="runs of the smaller process")
     parser.add_argument("--more", type=int, default=200, help="runs the larger one adds")
     parser.add_argument("--child", nargs=2, metavar=("SIDE", "RUNS"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    wrong = [side for side in args.sides if side not in ("A", "B")]
-    if wrong:
-        parser.error(f"unknown side {wrong[0]!r}: name A (ours), B (bare Temporal) or none")
-    args.sides = args.sides or ["A", "B"]
-    return args
+    return parse_sides(parser, argv)
 
 
 def main() -> None:

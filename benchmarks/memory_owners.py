@@ -31,7 +31,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from benchmarks import workload
-from benchmarks.harness import Session, log
+from benchmarks.harness import Session, log, parse_sides
 from benchmarks.memory import all_waiting, start_waiting
 from durable_agent.cli.logs import configure_logging
 from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
@@ -131,18 +131,10 @@ def _print(found: dict[str, Any], top: int) -> None:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    # Checked below, not with `choices`: argparse (3.11) checks an empty `*` argument's
-    # value against them as one value, and refuses it.
-    parser.add_argument("sides", nargs="*", metavar="{A,B}", help="default: both")
     parser.add_argument("--first", type=int, default=100, help="runs before the first snapshot")
     parser.add_argument("--more", type=int, default=400, help="runs between the snapshots")
     parser.add_argument("--top", type=int, default=20, help="owners listed per side")
-    args = parser.parse_args(argv)
-    wrong = [side for side in args.sides if side not in ("A", "B")]
-    if wrong:
-        parser.error(f"unknown side {wrong[0]!r}: name A (ours), B (bare Temporal) or none")
-    args.sides = args.sides or ["A", "B"]
-    return args
+    return parse_sides(parser, argv)
 
 
 def main() -> None:
