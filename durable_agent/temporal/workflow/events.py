@@ -117,8 +117,8 @@ class EventStream:
         """Whether the worker's converter writes a record as plain pydantic JSON (the
         plugin's does): then `publish` writes the same bytes itself, without the
         converter's dispatch (a step publishes some twenty records, and a replay writes them
-        all again), and no record waits as a `Payload`, whose protobuf arena (some 3 kB of
-        C heap) a cached run would keep."""
+        all again), and no record waits as a `Payload`, whose protobuf arena (about 1 kB
+        of C heap, `benchmarks.memory_native`) a cached run would keep."""
         self._unread = PackedBytes()
         """Plain-JSON records not yet in the stream's log (see the module's docstring)."""
         executor.on_wait = self.pack  # the run's long waits pack these too
