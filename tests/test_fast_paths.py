@@ -20,8 +20,11 @@ from pydantic import BaseModel
 
 from durable_agent import Usage
 from durable_agent.contract._fields import replaced, settled, shallow_copy, trusted
+from durable_agent.contract.decisions import PendingToolApproval
 from durable_agent.contract.messages import ModelResponse, TextPart, ToolCall, ToolCallPart
 from durable_agent.contract.state import AgentRunState
+from durable_agent.temporal.wire import AgentWorkflowInput
+from durable_agent.temporal.workflow.inputs import read_input
 
 ROOT = Path(__file__).resolve().parent.parent
 VERIFIED_MINORS = ("2.12", "2.13", "2.14")
@@ -133,3 +136,20 @@ def test_settled_models_share_their_classes_fields_set_and_dump_as_before() -> N
     # a model with extra fields keeps its own set, which names them
     extra = settled(ToolCall.model_validate({"id": "c", "name": "n", "arguments": {}, "x": 1}))
     assert extra.model_fields_set == {"id", "name", "arguments", "x"}
+
+
+def test_what_a_run_keeps_for_long_shares_its_classes_fields_set() -> None:
+    call = ToolCall(id="c1", name="deploy", arguments={"env": "prod"})
+    first = PendingToolApproval.for_call(call, "risky")
+    second = PendingToolApproval.for_call(call)
+    assert first.model_fields_set is second.model_fields_set
+    assert (
+        first.model_dump_json()
+        == PendingToolApproval(
+            tool_call_id="c1", tool_name="deploy", arguments={"env": "prod"}, reason="risky"
+        ).model_dump_json()
+    )
+    one, _ = read_input({"agent": "a", "prompt": "go"})
+    other, _ = read_input({"agent": "b"})
+    assert one.model_fields_set is other.model_fields_set
+    assert one == AgentWorkflowInput(agent="a", prompt="go")

@@ -7,7 +7,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
-from ._fields import WIRE_CONFIG, omit_empty, omit_none
+from ._fields import WIRE_CONFIG, omit_empty, omit_none, settled
 from .messages import ToolCall
 
 __all__ = [
@@ -146,12 +146,16 @@ class PendingCall(BaseModel):
     def for_call(
         cls, call: ToolCall, reason: str | None = None, metadata: dict[str, Any] | None = None
     ) -> Self:
-        return cls(
-            tool_call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
-            reason=reason,
-            metadata=metadata or {},
+        # Kept in the run's state until answered, days perhaps: with its class's shared
+        # fields set, not one of its own (`settled`).
+        return settled(
+            cls(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                arguments=call.arguments,
+                reason=reason,
+                metadata=metadata or {},
+            )
         )
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from ...contract._fields import settled
     from ..wire import AgentWorkflowInput
 
 __all__ = ["RawInput", "read_input"]
@@ -47,7 +48,8 @@ def read_input(raw: Any) -> tuple[AgentWorkflowInput, str | None]:
         )
         return AgentWorkflowInput(agent=_PLACEHOLDER_AGENT), problem
     try:
-        return AgentWorkflowInput.model_validate(raw), None
+        # Kept for the run's life: with its class's shared fields set (`settled`).
+        return settled(AgentWorkflowInput.model_validate(raw)), None
     except ValidationError as error:
         agent = raw.get("agent")
         stand_in = AgentWorkflowInput(agent=agent if isinstance(agent, str) else _PLACEHOLDER_AGENT)
