@@ -153,3 +153,24 @@ def test_what_a_run_keeps_for_long_shares_its_classes_fields_set() -> None:
     other, _ = read_input({"agent": "b"})
     assert one.model_fields_set is other.model_fields_set
     assert one == AgentWorkflowInput(agent="a", prompt="go")
+
+
+def test_copies_of_a_settled_state_share_its_fields_set_until_a_change_names_more() -> None:
+    history = [ModelResponse.model_validate({"parts": [{"kind": "text", "text": "hi"}]})]
+    own = history[0].model_fields_set
+    state = settled(
+        AgentRunState(run_id="r", conversation_id="c", message_history=history), deep=False
+    )
+    assert history[0].model_fields_set is own, "deep=False leaves the models in its fields"
+    copy = shallow_copy(state)
+    assert copy.model_fields_set is state.model_fields_set
+    assert _state(copy) == _state(state.model_copy())
+    changed = replaced(state, run_step=3)
+    assert changed.model_fields_set is state.model_fields_set
+    assert changed.run_step == 3
+    assert state.run_step == 0
+    # a change naming what the shared set does not name gets a set of its own
+    extra = replaced(state, note="x")
+    assert extra.model_fields_set is not state.model_fields_set
+    assert "note" in extra.model_fields_set
+    assert "note" not in state.model_fields_set

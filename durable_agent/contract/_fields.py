@@ -61,14 +61,15 @@ def trusted(cls: type[M], /, **fields: Any) -> M:
     return model
 
 
-def settled(model: M) -> M:
+def settled(model: M, *, deep: bool = True) -> M:
     """`model`, just validated, and the models in its fields, given the fields set `trusted`
     gives: the one shared by every model of their class. For what a run keeps for as long
     as it is cached, decoded from an activity's result (a response, a tool's outcome): a
     validated model has every field in its `__dict__`, and its own fields set costs 216
     bytes, 728 once it names more than four fields. A model holding extra fields keeps its
-    own (it names them). Changes the models in place and returns `model`."""
-    for value in model.__dict__.values():
+    own (it names them). Changes the models in place and returns `model`; `deep=False`:
+    `model` alone (the models in its fields may be its caller's)."""
+    for value in model.__dict__.values() if deep else ():
         if isinstance(value, BaseModel):
             settled(value)
         elif isinstance(value, list | tuple):
@@ -93,10 +94,13 @@ def _every_field(cls: type[BaseModel]) -> tuple[set[str], bool]:
 
 def shallow_copy(model: M) -> M:
     """`model.__copy__()` without pydantic's generic path, for copies taken at every loop
-    boundary: the same fields, extra and private values, a fields set of its own."""
+    boundary: the same fields, extra and private values, and a fields set of its own, unless
+    `model` has its class's shared one (`trusted`, `settled`), which names every field, so
+    that setting a field cannot change it: the copy shares it too."""
     copy = _new(type(model))
     _set_dict(copy, model.__dict__.copy())
-    _set_fields_set(copy, set(model.__pydantic_fields_set__))
+    fields_set = model.__pydantic_fields_set__
+    _set_fields_set(copy, fields_set if _is_shared(model) else set(fields_set))
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
     _set_extra(copy, None if extra is None else extra.copy())
     _set_private(copy, None if private is None else private.copy())
@@ -108,8 +112,15 @@ def replaced(model: M, /, **changes: Any) -> M:
     (a response stamped with the run's own ids), without pydantic's generic copy path."""
     copy = shallow_copy(model)
     copy.__dict__.update(changes)
-    copy.__pydantic_fields_set__.update(changes)
+    if not (_is_shared(copy) and copy.__pydantic_fields_set__.issuperset(changes)):
+        _set_fields_set(copy, copy.__pydantic_fields_set__ | changes.keys())
     return copy
+
+
+def _is_shared(model: BaseModel) -> bool:
+    """Whether `model` has its class's shared fields set (which must not grow)."""
+    shared = _shared.get(type(model))
+    return shared is not None and model.__pydantic_fields_set__ is shared[0]
 
 
 _new = object.__new__

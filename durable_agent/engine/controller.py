@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..contract._fields import settled
 from ..contract.checkpoint import AgentCheckpoint, AgentExecutionNode
 from ..contract.decisions import DeferredToolResult, ToolApprovalDecision
 from ..contract.environment import ENVIRONMENT_REF
@@ -125,13 +126,18 @@ class RunController:
         workspace = self.agent.workspace
         if workspace is not None and ENVIRONMENT_REF not in meta:
             meta[ENVIRONMENT_REF] = workspace.start_ref()
-        return AgentRunState(
-            run_id=new_id(self.driver.ids, "run"),
-            conversation_id=conversation_id or new_id(self.driver.ids, "conv"),
-            message_history=list(message_history or []),
-            metadata=meta,
-            pending_prompt=check_prompt(prompt),
-            status=RunStatus.RUNNING,
+        # The state and its copies at every boundary share one fields set (`settled`); the
+        # messages it starts from are the caller's, left as they are.
+        return settled(
+            AgentRunState(
+                run_id=new_id(self.driver.ids, "run"),
+                conversation_id=conversation_id or new_id(self.driver.ids, "conv"),
+                message_history=list(message_history or []),
+                metadata=meta,
+                pending_prompt=check_prompt(prompt),
+                status=RunStatus.RUNNING,
+            ),
+            deep=False,
         )
 
     def start(
