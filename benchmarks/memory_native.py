@@ -30,17 +30,14 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from benchmarks import workload
 from benchmarks.harness import Handle, Session, log, parse_sides, wait_until
 from benchmarks.memory import STEPS, start_waiting
-from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
 
 __all__ = ["KINDS", "kind_of", "load_stacks", "main", "per_run"]
 
@@ -106,45 +103,36 @@ async def _waits(handle: Handle) -> bool:
     return done == 2 * STEPS + 1 and events[-1].event_type not in _WAITED
 
 
-async def _child(kind: str, runs: int) -> None:
-    """Starts `runs` waiting runs on a worker in this process, then leaves at once."""
-    async with Session() as session:
-        hosted: dict[str, Any] = {"max_cached_workflows": runs + 100}
-        if kind == "A":
-            agent = AgentRegistration(workload.agent(STEPS, waiting=True), AgentActivityConfig())
-            plugin = DurableAgentPlugin(agents=[agent])
-            client = await Client.connect(session.server.address, plugins=[plugin])
-        else:
-            client = await Client.connect(
-                session.server.address, data_converter=pydantic_data_converter
-            )
-            hosted |= {
-                "workflows": [workload.BareAgentWorkflow],
-                "activities": workload.BARE_ACTIVITIES,
-            }
-        queue = f"memory-native-{uuid.uuid4().hex[:8]}"
-        runner = workload.sandbox_runner()
-        async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):
-            handles = await start_waiting(session, kind, queue, runs)
-            pending = list(handles)
+async def _child(kind: str, runs: int, address: str) -> None:
+    """Starts `runs` waiting runs on a worker in this process, on the dev server at
+    `address`, then leaves at once. The server is the parent's: a process heaptrack watches
+    starts none (a fork there could hang on heaptrack's lock)."""
+    client, hosted = await workload.in_process_side(address, kind, STEPS)
+    hosted["max_cached_workflows"] = runs + 100
+    queue = f"memory-native-{uuid.uuid4().hex[:8]}"
+    runner = workload.sandbox_runner()
+    async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):
+        handles = await start_waiting(SimpleNamespace(client=client), kind, queue, runs)  # type: ignore[arg-type]
+        pending = list(handles)
 
-            async def all_wait() -> bool:
-                nonlocal pending
-                waiting = await asyncio.gather(*(_waits(h) for h in pending))
-                pending = [h for h, w in zip(pending, waiting, strict=True) if not w]
-                return not pending
+        async def all_wait() -> bool:
+            nonlocal pending
+            waiting = await asyncio.gather(*(_waits(h) for h in pending))
+            pending = [h for h, w in zip(pending, waiting, strict=True) if not w]
+            return not pending
 
-            await wait_until(all_wait, 120 + runs / 5, f"the {kind} runs did not all wait")
-            gc.collect()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)  # nothing freed: what heaptrack reports as leaked was live now
+        await wait_until(all_wait, 120 + runs / 5, f"the {kind} runs did not all wait")
+        gc.collect()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # nothing freed: what heaptrack reports as leaked was live now
 
 
-def _traced(kind: str, runs: int, folder: Path) -> Counter[str]:
+def _traced(kind: str, runs: int, folder: Path, address: str) -> Counter[str]:
     """Live bytes by kind in a process of `runs` waiting runs of side `kind`."""
     prefix = folder / f"{kind}-{runs}"
-    command = [sys.executable, "-m", "benchmarks.memory_native", "--child", kind, str(runs)]
+    child = ["--child", kind, str(runs), address]
+    command = [sys.executable, "-m", "benchmarks.memory_native", *child]
     subprocess.run(["heaptrack", "-o", str(prefix), *command], check=True, capture_output=True)
     (data,) = folder.glob(f"{prefix.name}.*")
     stacks = folder / f"{prefix.name}.stacks"
@@ -160,24 +148,36 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--first", type=int, default=100, help="runs of the smaller process")
     parser.add_argument("--more", type=int, default=200, help="runs the larger one adds")
-    parser.add_argument("--child", nargs=2, metavar=("SIDE", "RUNS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=3, metavar=("SIDE", "RUNS", "ADDRESS"), help=argparse.SUPPRESS
+    )
     return parse_sides(parser, argv)
+
+
+async def _measure(sides: list[str], first: int, more: int) -> dict[str, dict[str, float]]:
+    """Per side, the growth per run between a process of `first` runs and one of `more`
+    more, on one dev server."""
+    found: dict[str, dict[str, float]] = {}
+    async with Session() as session:
+        with tempfile.TemporaryDirectory(prefix="memory-native-") as folder:
+            for kind in sides:
+                log(f"memory native: side {kind}, {first} then {first + more} runs")
+                address = session.server.address
+                smaller = await asyncio.to_thread(_traced, kind, first, Path(folder), address)
+                larger = await asyncio.to_thread(_traced, kind, first + more, Path(folder), address)
+                found[kind] = per_run(smaller, larger, more)
+    return found
 
 
 def main() -> None:
     args = parse()
     if args.child:
-        asyncio.run(_child(args.child[0], int(args.child[1])))
+        side, runs, address = args.child
+        asyncio.run(_child(side, int(runs), address))
         return
     if shutil.which("heaptrack") is None or shutil.which("heaptrack_print") is None:
         sys.exit("heaptrack is not installed: apt-get install heaptrack")
-    found: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="memory-native-") as folder:
-        for kind in args.sides:
-            log(f"memory native: side {kind}, {args.first} then {args.first + args.more} runs")
-            first = _traced(kind, args.first, Path(folder))
-            more = _traced(kind, args.first + args.more, Path(folder))
-            found[kind] = per_run(first, more, args.more)
+    found = asyncio.run(_measure(args.sides, args.first, args.more))
     kinds = sorted({k for side in found.values() for k in side}, key=lambda k: (k == "other", k))
     print("| kind, C heap per waiting run | " + " | ".join(found) + " |")
     print("| --- |" + " ---: |" * len(found))

@@ -26,15 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from benchmarks import workload
 from benchmarks.harness import Session, log, parse_sides
 from benchmarks.memory import all_waiting, start_waiting
 from durable_agent.cli.logs import configure_logging
-from durable_agent.temporal import AgentActivityConfig, AgentRegistration, DurableAgentPlugin
 
 __all__ = ["main", "owners", "parse"]
 
@@ -80,22 +77,7 @@ def _snapshot() -> tracemalloc.Snapshot:
 async def owners(kind: str, first: int, more: int) -> dict[str, Any]:
     """Per waiting run of side `kind`: traced bytes and blocks in all and by owner."""
     async with Session() as session:
-        # The worker in this process, on a client of its side: A's plugin hosts the agent,
-        # B's worker has bare Temporal's converter and nothing of ours.
-        if kind == "A":
-            agent = AgentRegistration(workload.agent(1, waiting=True), AgentActivityConfig())
-            client = await Client.connect(
-                session.server.address, plugins=[DurableAgentPlugin(agents=[agent])]
-            )
-            hosted: dict[str, Any] = {}
-        else:
-            client = await Client.connect(
-                session.server.address, data_converter=pydantic_data_converter
-            )
-            hosted = {
-                "workflows": [workload.BareAgentWorkflow],
-                "activities": workload.BARE_ACTIVITIES,
-            }
+        client, hosted = await workload.in_process_side(session.server.address, kind)
         queue = f"memory-owners-{uuid.uuid4().hex[:8]}"
         runner = workload.sandbox_runner()
         async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):

@@ -15,6 +15,7 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, WorkflowHandle
+    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
     from durable_agent import (
@@ -26,7 +27,13 @@ with workflow.unsafe.imports_passed_through():
         UsageLimits,
     )
     from durable_agent.agent.agent import Agent
-    from durable_agent.temporal import AgentActivityConfig, AgentWorkflow, AgentWorkflowInput
+    from durable_agent.temporal import (
+        AgentActivityConfig,
+        AgentRegistration,
+        AgentWorkflow,
+        AgentWorkflowInput,
+        DurableAgentPlugin,
+    )
 
 RESULT = "x" * 250
 TIMEOUT = dt.timedelta(seconds=120)
@@ -184,6 +191,18 @@ async def is_waiting(kind: str, handle: WorkflowHandle[Any, Any]) -> bool:
     if view.status in ("failed", "completed", "cancelled"):
         raise RuntimeError(f"the waiting {kind} run ended: {view.status} {view.error}")
     return view.status == "waiting" and bool(view.pending_approvals)
+
+
+async def in_process_side(address: str, kind: str, steps: int = 1) -> tuple[Client, dict[str, Any]]:
+    """A client of side `kind` and what its worker in this process hosts (the diagnoses'
+    workers, which share the caller's process): A's plugin hosts the k-step agent that then
+    waits for an approval; B's worker has bare Temporal's converter and nothing of ours."""
+    if kind == "A":
+        registration = AgentRegistration(agent(steps, waiting=True), AgentActivityConfig())
+        plugin = DurableAgentPlugin(agents=[registration])
+        return await Client.connect(address, plugins=[plugin]), {}
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    return client, {"workflows": [BareAgentWorkflow], "activities": BARE_ACTIVITIES}
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
