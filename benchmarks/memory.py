@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from benchmarks import workload
@@ -29,24 +30,21 @@ TOP = 12
 """Types listed per side: the most numerous per run."""
 
 
-async def start_waiting(session: Session, kind: str, queue: str, count: int) -> list[Handle]:
+async def start_waiting(client: Client, kind: str, queue: str, count: int) -> list[Handle]:
     handles = []
     for first in range(0, count, 100):  # starts in batches: the server's two cores are shared
         batch = min(100, count - first)
         handles += await asyncio.gather(
-            *(
-                workload.start(session.client, kind, queue, STEPS, waiting=True)
-                for _ in range(batch)
-            )
+            *(workload.start(client, kind, queue, STEPS, waiting=True) for _ in range(batch))
         )
     return handles
 
 
-async def all_waiting(session: Session, kind: str, queue: str, handles: list[Handle]) -> None:
+async def all_waiting(client: Client, kind: str, queue: str, handles: list[Handle]) -> None:
     async def check() -> bool:
         if kind == "A":
             query = f"TaskQueue = '{queue}' AND PendingApprovals > 0"
-            return (await session.client.count_workflows(query)).count >= len(handles)
+            return (await client.count_workflows(query)).count >= len(handles)
         for first in range(0, len(handles), 100):
             batch = handles[first : first + 100]
             try:
@@ -61,12 +59,12 @@ async def all_waiting(session: Session, kind: str, queue: str, handles: list[Han
 
 async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int) -> dict[str, Any]:
     first = max(1, runs // 10)
-    handles = await start_waiting(session, kind, worker.queue, first)
+    handles = await start_waiting(session.client, kind, worker.queue, first)
     try:
-        await all_waiting(session, kind, worker.queue, handles)
+        await all_waiting(session.client, kind, worker.queue, handles)
         before = await worker.memory()
-        handles += await start_waiting(session, kind, worker.queue, runs - first)
-        await all_waiting(session, kind, worker.queue, handles)
+        handles += await start_waiting(session.client, kind, worker.queue, runs - first)
+        await all_waiting(session.client, kind, worker.queue, handles)
         after = await worker.memory()
     finally:
         for handle in handles:

@@ -30,7 +30,6 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
@@ -112,7 +111,7 @@ async def _child(kind: str, runs: int, address: str) -> None:
     queue = f"memory-native-{uuid.uuid4().hex[:8]}"
     runner = workload.sandbox_runner()
     async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):
-        handles = await start_waiting(SimpleNamespace(client=client), kind, queue, runs)  # type: ignore[arg-type]
+        handles = await start_waiting(client, kind, queue, runs)
         pending = list(handles)
 
         async def all_wait() -> bool:

@@ -81,11 +81,11 @@ async def owners(kind: str, first: int, more: int) -> dict[str, Any]:
         queue = f"memory-owners-{uuid.uuid4().hex[:8]}"
         runner = workload.sandbox_runner()
         async with Worker(client, task_queue=queue, workflow_runner=runner, **hosted):
-            handles = await start_waiting(session, kind, queue, first)
-            await all_waiting(session, kind, queue, handles)
+            handles = await start_waiting(session.client, kind, queue, first)
+            await all_waiting(session.client, kind, queue, handles)
             before = _snapshot()
-            handles += await start_waiting(session, kind, queue, more)
-            await all_waiting(session, kind, queue, handles)
+            handles += await start_waiting(session.client, kind, queue, more)
+            await all_waiting(session.client, kind, queue, handles)
             after = _snapshot()
     sizes: Counter[str] = Counter()
     blocks: Counter[str] = Counter()
