@@ -12,7 +12,7 @@ from durable_agent.temporal.devserver import DevServer
 
 from .temporal_support import connect, free_port
 
-pytest_plugins = ["tests.lanes"]
+pytest_plugins = ["pytester", "tests.lanes", "tests.head_start"]
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
 from durable_agent.temporal.storage import external_storage_from_env
 
+from .head_start import HeadStart
 from .helpers import call, text_response, tool_response
 from .temporal_support import (
     connect,
@@ -300,41 +301,18 @@ async def quarter_kb_step(n: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.head_start("tests.support.marathon")
 @pytest.mark.timeout(1800)
-async def test_five_thousand_step_run(client: Client, tmp_path: Path) -> None:
-    """The issue's bar: a 5,000-step agent run completes through continue-as-new."""
+async def test_five_thousand_step_run(head_start: HeadStart) -> None:
+    """The issue's bar: a 5,000-step agent run completes through continue-as-new. The run
+    (`tests/support/marathon.py`: its own server and worker, its conversation in external
+    storage) started with the session; this reads what it wrote."""
     steps = 5000
-    name = unique("marathon")
-
-    async def step(n: int) -> str:
-        return f"step {n} ok"
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        done = sum(1 for m in messages if isinstance(m, ModelResponse))
-        assert len(messages) == 2 * done + 1, f"model saw {len(messages)} messages at step {done}"
-        if done < steps:
-            return ModelResponse(
-                parts=[ToolCallPart(id=f"s{done}", name="step", arguments={"n": done})]
-            )
-        return ModelResponse(parts=[TextPart(text=f"done after {done} steps")])
-
-    agent = (
-        AgentBuilder(FunctionModel(respond))
-        .name(name)
-        .tool(step)
-        .usage_limits(UsageLimits(request_limit=None))
-        .build()
-    )
-    hosted = AgentRegistration(agent, AgentActivityConfig(model_request=FAST, tool_call=FAST))
-    # The run carries its conversation across continue-as-new; at thousands of steps that is
-    # more than one payload holds, so it goes to external storage (the local file driver).
-    stored = await storage_client(client, tmp_path)
-    async with new_worker(stored, max_concurrent_activities=8, agents=[hosted]) as worker:
-        handle = await start_agent(stored, worker, name, "a long job")
-        result = await asyncio.wait_for(handle.result(), 1500)
-        view = await handle.query(AgentWorkflow.status)
-    assert result.output == f"done after {steps} steps"
-    assert result.run_step == steps + 1
-    assert result.usage.tool_calls == steps
-    assert view.continued_as_new >= 1
-    assert view.checkpoint_count == 1 + 5 * steps + 3 + 2
+    outcome = await head_start.outcome(timeout=1700)
+    assert outcome["steps"] == steps
+    assert outcome["output"] == f"done after {steps} steps"
+    assert outcome["run_step"] == steps + 1
+    assert outcome["tool_calls"] == steps
+    assert outcome["continued_as_new"] >= 1
+    assert outcome["checkpoint_count"] == 1 + 5 * steps + 3 + 2
