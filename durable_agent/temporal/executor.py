@@ -82,6 +82,8 @@ class TemporalExecutor:
         self._lengths: list[int] = []
         self._shared: list[list[Any]] = [[] for _ in _SHARED_FIELDS]
         self._evidence: list[AgentResumeEvidence] = []
+        self._read_history: Callable[[], list[Any]] | None = None
+        """While the run's conversation is parked (`let_go_of`): reads a copy of it."""
         self.pause_reason: str | None = None
         self.suspended_reason: str | None = None
         self._resume_requested = False
@@ -156,6 +158,36 @@ class TemporalExecutor:
         self._evidence = []
         self.on_wait()
 
+    def let_go_of(self, history: list[Any], read: Callable[[], list[Any]]) -> bool:
+        """The run's conversation `history` is parked while it waits (`LiveRun.park`); the
+        executor reads it back with `read` until `take_back`, if what it holds is a prefix
+        of `history` message for message, and keeps the responses its boundaries share with
+        the conversation as their positions. False: it holds messages of its own, and keeps
+        them (an earlier run's checkpoint the conversation does not begin with)."""
+        held = self._history
+        if len(held) > len(history):
+            return False
+        if any(a is not b for a, b in zip(held, history[: len(held)], strict=True)):
+            return False
+        positions = {id(message): at for at, message in enumerate(history)}
+        for values in self._shared:
+            for k, value in enumerate(values):
+                at = positions.get(id(value))
+                if at is not None:
+                    values[k] = at  # no shared value is an int: the mark is unambiguous
+        self._history = []
+        self._read_history = read
+        return True
+
+    def take_back(self, history: list[Any]) -> None:
+        """The parked conversation is objects again (`let_go_of`)."""
+        if self._read_history is None:
+            return
+        self._read_history = None
+        self._history = history
+        for values in self._shared:
+            values[:] = [history[v] if isinstance(v, int) else v for v in values]
+
     async def checkpoint(self, checkpoint: AgentCheckpoint) -> Continue | Suspend:
         self.record(checkpoint)
         decision = self.decide(checkpoint)
@@ -213,7 +245,8 @@ class TemporalExecutor:
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
         checkpoint_id, length = self._ids[position], self._lengths[position]
-        history = self._history
+        read = self._read_history
+        history = self._history if read is None else read()
         if length > len(history):
             raise ValueError(
                 f"checkpoint {checkpoint_id} held {length} messages, more than the "
@@ -223,5 +256,6 @@ class TemporalExecutor:
         state = checkpoint.state
         state.message_history = history[:length]
         for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
-            setattr(state, name, values[position])
+            value = values[position]
+            setattr(state, name, history[value] if isinstance(value, int) else value)
         return checkpoint

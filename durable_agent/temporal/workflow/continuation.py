@@ -210,7 +210,7 @@ class Chain:
         start = page.offset - state.history_offset
         if start < 0:
             return []
-        return state.message_history[start : start + page.limit]
+        return self._live.messages()[start : start + page.limit]
 
     def history_segments(self) -> list[HistorySegment]:
         """Which workflow run holds which messages, this run last."""
@@ -220,6 +220,6 @@ class Chain:
         own = HistorySegment(
             run_id=self._port.identity().run_id,
             start=state.history_offset,
-            end=state.history_offset + len(state.message_history),
+            end=state.history_offset + self._live.message_count(),
         )
         return [*self.segments, own]

@@ -3,24 +3,45 @@
 The run controller exists once the workflow knows its agent, and its loop once a run has a
 state; before that there is nothing to read. Components ask here instead of each testing
 `controller`, `controller.loop` and `loop.state` for themselves.
+
+A run that waits for a person keeps its conversation as compressed JSON meanwhile (`park`):
+a worker holds every cached waiting run, and the conversation is the part of one that grows
+with the run, a few pydantic models a message (about 6 KB a tool step as objects against
+0.6 KB as JSON). It is read back when the run goes on (`unpark`); queries meanwhile read a
+copy (`messages`). Neither issues a command, so a replay parks and unparks at the same
+points.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import zlib
+from typing import Any, NamedTuple, cast
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentExecutionNode
+    from ...contract.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
     from ...contract.records import RecordData, RunCancelledData
     from ...contract.state import AgentRunState, RunStatus
     from ...engine.controller import RunController
     from ...engine.loop import AgentLoop
     from ...engine.spec import AgentSpec
+    from ..executor import TemporalExecutor
+    from ..packed import PACK_LEVEL
     from ..wire import AgentWorkflowInput
 
 __all__ = ["LiveRun", "release_evicted"]
+
+
+class _Parked(NamedTuple):
+    packed: bytes
+    """The conversation's JSON, compressed (it repeats its field names message after
+    message): the bytes are on the C heap, which Python's objects are not."""
+    length: int
+    answered_by: str | None
+    latest_at: int | None
+    """Where the state's `latest_response` is in the conversation (None: it kept it)."""
 
 
 class LiveRun:
@@ -31,6 +52,8 @@ class LiveRun:
         self.controller: RunController | None = None
         self.error: str | None = None
         """`kind: message` once the run failed."""
+        self._parked: _Parked | None = None
+        """The conversation while the run waits for a person."""
 
     @property
     def loop(self) -> AgentLoop | None:
@@ -52,6 +75,63 @@ class LiveRun:
         loop = self.loop
         return loop.seq if loop is not None else 0
 
+    def messages(self) -> list[ModelMessage]:
+        """The run's conversation: its state's, or while it is parked a copy read back for
+        this reader alone (a query, a fork, the run's status), not kept."""
+        if self._parked is not None:
+            return ModelMessagesTypeAdapter.validate_json(zlib.decompress(self._parked.packed))
+        state = self.state
+        return state.message_history if state is not None else []
+
+    def message_count(self) -> int:
+        if self._parked is not None:
+            return self._parked.length
+        state = self.state
+        return len(state.message_history) if state is not None else 0
+
+    def answered_by(self) -> str | None:
+        """`provider:model` of the conversation's latest response (None before one): the
+        run's status names it."""
+        if self._parked is not None:
+            return self._parked.answered_by
+        return _answered_by(self.messages())
+
+    def park(self, executor: TemporalExecutor) -> None:
+        """The run starts a long wait: its conversation is kept as JSON, and the state, the
+        loop and `executor` let go of its messages. Nothing before the loop exists."""
+        state, loop = self.state, self.loop
+        if state is None or loop is None or self._parked is not None:
+            return
+        history = state.message_history
+        latest = state.latest_response
+        # The state's latest response is the conversation's last one: kept as its position.
+        at = next((k for k, m in enumerate(reversed(history)) if m is latest), None)
+        self._parked = _Parked(
+            zlib.compress(ModelMessagesTypeAdapter.dump_json(history), PACK_LEVEL),
+            len(history),
+            _answered_by(history),
+            None if at is None else len(history) - 1 - at,
+        )
+        executor.let_go_of(history, self.messages)
+        loop.disown_conversation()
+        state.message_history = []
+        if at is not None:
+            state.latest_response = None
+
+    def unpark(self, executor: TemporalExecutor) -> None:
+        """The wait is over: the conversation is objects again, in the state and
+        `executor` (the loop copies it before it next grows)."""
+        state = self.state
+        if self._parked is None or state is None:
+            return
+        history = self.messages()
+        latest = self._parked.latest_at
+        self._parked = None
+        state.message_history = history
+        if latest is not None:
+            state.latest_response = cast(ModelResponse, history[latest])
+        executor.take_back(history)
+
     def cancelled(self, reason: str | None) -> None:
         """The run was cancelled (`reason`: what its canceller said, if anything)."""
         state = self.state
@@ -65,6 +145,14 @@ class LiveRun:
         loop = self.loop
         if loop is not None:
             loop.emit(node, data)
+
+
+def _answered_by(history: list[ModelMessage]) -> str | None:
+    for message in reversed(history):
+        if message.kind == "response":  # by kind: the sandbox wraps `isinstance`
+            name = message.model_name or "unknown model"
+            return f"{message.provider_name}:{name}" if message.provider_name else name
+    return None
 
 
 def release_evicted(workflow_fields: dict[str, Any]) -> None:

@@ -294,7 +294,7 @@ class Visibility:
             forked_from=forked_from,
             session=self._session.view(),
             subagents=self._subagents.views(),
-            model=_answered_by(state),
+            model=self._live.answered_by(),
             refused_decisions=list(self._decisions.refusals),
             environment_ref=_environment_ref(state),
         )
@@ -303,12 +303,3 @@ class Visibility:
 def _environment_ref(state: AgentRunState | None) -> str | None:
     ref = state.metadata.get(ENVIRONMENT_REF) if state is not None else None
     return ref if isinstance(ref, str) else None
-
-
-def _answered_by(state: AgentRunState | None) -> str | None:
-    """`provider:model` of the latest response in the conversation (None before one)."""
-    for message in reversed(state.message_history if state is not None else ()):
-        if message.kind == "response":
-            name = message.model_name or "unknown model"
-            return f"{message.provider_name}:{name}" if message.provider_name else name
-    return None
