@@ -4,13 +4,19 @@ side with room in its cache for all of them. Each side's worker is measured afte
 collection with a tenth of the runs waiting and again with all of them, so what the first
 runs of a process cost once (imports, type adapters, caches filled) is left out: per run,
 the growth of its resident memory (RSS), of the arenas of Python's small-object allocator
-(the part of the RSS its small objects fill, with the space between them: the rest is the
-SDK's Rust core, protobuf and larger allocations), of the objects its collector tracks and of
-the interpreter's allocated blocks (which count strings and bytes too), over the runs between.
+(the part of the RSS its small objects fill, with the space between them), of the C heap
+(the SDK's Rust core, protobuf and Python's larger allocations: in use, and freed but held
+by `malloc` between blocks still in use), of the objects its collector tracks and of the
+interpreter's allocated blocks (which count strings and bytes too), over the runs between.
 
 Whether a run waits is read without asking it (a query could fill what it keeps): A's from
 the `PendingApprovals` search attribute, B's from its `is_waiting` query (it keeps nothing
-for one)."""
+for one).
+
+The runs wait after one step (the goal's figure), and again after `LONGER` steps: what a
+run keeps grows with its conversation (A's) or its last activity results (B's), so the
+second figure, per step between the two, shows what a longer run costs beyond its first.
+A run that waits keeps its conversation packed (`LiveRun.park`)."""
 
 from __future__ import annotations
 
@@ -26,16 +32,20 @@ from benchmarks.harness import Handle, Session, WorkerProcess, log, ratio, wait_
 
 SIDES = ("A", "B")
 STEPS = 1
+LONGER = 10
+"""Steps of the second measure's runs before they wait."""
 TOP = 12
 """Types listed per side: the most numerous per run."""
 
 
-async def start_waiting(client: Client, kind: str, queue: str, count: int) -> list[Handle]:
+async def start_waiting(
+    client: Client, kind: str, queue: str, count: int, steps: int = STEPS
+) -> list[Handle]:
     handles = []
     for first in range(0, count, 100):  # starts in batches: the server's two cores are shared
         batch = min(100, count - first)
         handles += await asyncio.gather(
-            *(workload.start(client, kind, queue, STEPS, waiting=True) for _ in range(batch))
+            *(workload.start(client, kind, queue, steps, waiting=True) for _ in range(batch))
         )
     return handles
 
@@ -57,13 +67,15 @@ async def all_waiting(client: Client, kind: str, queue: str, handles: list[Handl
     await wait_until(check, 120 + len(handles) / 5, f"the {kind} runs did not all wait")
 
 
-async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int) -> dict[str, Any]:
+async def one_side(
+    session: Session, kind: str, worker: WorkerProcess, runs: int, steps: int
+) -> dict[str, Any]:
     first = max(1, runs // 10)
-    handles = await start_waiting(session.client, kind, worker.queue, first)
+    handles = await start_waiting(session.client, kind, worker.queue, first, steps)
     try:
         await all_waiting(session.client, kind, worker.queue, handles)
         before = await worker.memory()
-        handles += await start_waiting(session.client, kind, worker.queue, runs - first)
+        handles += await start_waiting(session.client, kind, worker.queue, runs - first, steps)
         await all_waiting(session.client, kind, worker.queue, handles)
         after = await worker.memory()
     finally:
@@ -83,7 +95,7 @@ async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int
         "rss_mb": [round(before["rss_kb"] / 1024, 1), round(after["rss_kb"] / 1024, 1)],
         **{
             f"{key}_per_run": (after[key] - before[key]) / counted
-            for key in ("arenas_kb", "traced_kb", "tracing_kb")
+            for key in ("arenas_kb", "heap_kb", "heap_free_kb", "traced_kb", "tracing_kb")
             if key in after
         },
         "by_type": dict(top),
@@ -91,15 +103,24 @@ async def one_side(session: Session, kind: str, worker: WorkerProcess, runs: int
 
 
 async def measure(session: Session, quick: bool) -> dict[str, Any]:
-    runs = 100 if quick else 1000
+    one = await _both_sides(session, STEPS, 100 if quick else 1000)
+    longer = await _both_sides(session, LONGER, 50 if quick else 300)
+    per_step = {
+        kind: (longer[kind]["rss_kb_per_run"] - one[kind]["rss_kb_per_run"]) / (LONGER - STEPS)
+        for kind in SIDES
+    }
+    return {**one, "longer": {**longer, "rss_kb_per_step": per_step}, "goal": 1.5}
+
+
+async def _both_sides(session: Session, steps: int, runs: int) -> dict[str, Any]:
     # Room for every run (and the warm-up's): a cached run is what is measured.
-    pair = await session.pair("--waiting", str(STEPS), "--max-cached", str(runs + 100))
+    pair = await session.pair("--waiting", str(steps), "--max-cached", str(runs + 100))
     sides = {}
     try:
         for kind in SIDES:
-            sides[kind] = await one_side(session, kind, pair[kind], runs)
+            sides[kind] = await one_side(session, kind, pair[kind], runs, steps)
             log(
-                f"  memory {kind}: {sides[kind]['rss_kb_per_run']:.1f} kB, "
+                f"  memory {kind}, {steps} step(s): {sides[kind]['rss_kb_per_run']:.1f} kB, "
                 f"{sides[kind]['objects_per_run']:.0f} objects a waiting run"
             )
     finally:
@@ -108,11 +129,17 @@ async def measure(session: Session, quick: bool) -> dict[str, Any]:
     a, b = sides["A"], sides["B"]
     return {
         "runs": runs,
-        "steps": STEPS,
+        "steps": steps,
         **sides,
         "A/B": {
             key: ratio(a[key], b[key])
-            for key in ("rss_kb_per_run", "arenas_kb_per_run", "objects_per_run", "blocks_per_run")
+            for key in (
+                "rss_kb_per_run",
+                "arenas_kb_per_run",
+                "heap_kb_per_run",
+                "objects_per_run",
+                "blocks_per_run",
+            )
+            if key in a and key in b
         },
-        "goal": 1.5,
     }

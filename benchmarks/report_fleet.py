@@ -21,18 +21,35 @@ def memory(data: dict[str, Any]) -> list[str]:
         "",
     ]
     rows = [
-        [label, fmt(data["A"][key]), fmt(data["B"][key]), fmt(ratios[key])]
+        [label, fmt(data["A"][key]), fmt(data["B"][key]), fmt(ratios.get(key))]
         for label, key in (
             ("resident memory (kB) a run", "rss_kb_per_run"),
             ("of it, Python's small-object arenas (kB)", "arenas_kb_per_run"),
+            ("the C heap in use (kB)", "heap_kb_per_run"),
+            ("the C heap freed but held (kB)", "heap_free_kb_per_run"),
             ("objects tracked a run", "objects_per_run"),
             ("allocated blocks a run", "blocks_per_run"),
         )
+        if key in data["A"] and key in data["B"]
     ]
     lines += table(["a waiting run keeps", "A", "B", "A/B"], rows)
     names = list(dict.fromkeys(n for k in ("A", "B") for n in data[k]["by_type"]))
     rows = [[f"`{n}`", *(fmt(data[k]["by_type"].get(n)) for k in ("A", "B"))] for n in names]
-    return [*lines, "", *table(["type (the most numerous of each side), a run", "A", "B"], rows)]
+    lines += ["", *table(["type (the most numerous of each side), a run", "A", "B"], rows)]
+    longer = data.get("longer")
+    if longer is None:
+        return lines
+    a, b = longer["A"], longer["B"]
+    step = longer["rss_kb_per_step"]
+    return [
+        *lines,
+        "",
+        f"{longer['runs']} runs of {longer['steps']} steps left waiting the same way: A "
+        f"{fmt(a['rss_kb_per_run'])} kB a run, B {fmt(b['rss_kb_per_run'])} kB (A/B "
+        f"{fmt(longer['A/B']['rss_kb_per_run'])}); objects {fmt(a['objects_per_run'])} and "
+        f"{fmt(b['objects_per_run'])}. Each step beyond the first adds {fmt(step['A'])} kB to "
+        f"a waiting A run and {fmt(step['B'])} kB to a B run.",
+    ]
 
 
 def upgrade(data: dict[str, Any]) -> list[str]:

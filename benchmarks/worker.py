@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import ctypes
 import gc
 import json
 import logging
@@ -93,6 +94,7 @@ class Collector:
             "rss_kb": resident_kb(),
             "blocks": sys.getallocatedblocks(),
             "arenas_kb": arenas_kb(),
+            **c_heap_kb(),
         }
         if tracemalloc.is_tracing():  # PYTHONTRACEMALLOC=1: what of the RSS is Python's
             found["traced_kb"] = tracemalloc.get_traced_memory()[0] // 1024
@@ -124,6 +126,33 @@ def arenas_kb() -> int:
         text = written.read().decode(errors="replace")
     found = _ARENAS.search(text)
     return int(found.group(1).replace(",", "")) // 1024 if found else 0
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def c_heap_kb() -> dict[str, int]:
+    """kB of the C heap (glibc's `mallinfo2`, every malloc arena): in use (`heap_kb`, the
+    Rust core's, protobuf's, Python's objects over 512 bytes; Python's small-object arenas
+    are mapped apart) and free but held by the allocator (`heap_free_kb`: what was freed
+    between blocks still in use, which the RSS keeps). Empty without glibc 2.33 or later."""
+    try:
+        info = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        return {}
+    info.restype = _MallInfo2
+    found = info()
+    return {
+        "heap_kb": (found.uordblks + found.hblkhd) // 1024,
+        "heap_free_kb": found.fordblks // 1024,
+    }
 
 
 def resident_kb() -> int:

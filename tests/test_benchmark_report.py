@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from benchmarks import report_fleet
-from benchmarks.worker import arenas_kb
+from benchmarks.worker import arenas_kb, c_heap_kb
 
 
 def upgrade_figures(problems: list[str]) -> dict[str, object]:
@@ -69,9 +69,32 @@ def test_the_memory_section_sets_the_ratio_beside_its_goal() -> None:
     assert "resident memory 2.00 (**missed**)" in text
     assert "| of it, Python's small-object arenas (kB) | 8.00 | 8.00 | 1.00 |" in text
     assert "| `list` | n/a | 3.00 |" in text
+    assert "steps left waiting the same way" not in text  # results of before the second measure
+    longer = {
+        "runs": 300,
+        "steps": 10,
+        "A": {**side, "rss_kb_per_run": 29.0},
+        "B": {**side, "rss_kb_per_run": 14.5},
+        "A/B": {"rss_kb_per_run": 2.0},
+        "rss_kb_per_step": {"A": 1.0, "B": 0.5},
+    }
+    text = "\n".join(report_fleet.memory({**data, "longer": longer}))
+    assert (
+        "300 runs of 10 steps left waiting the same way: A 29.0 kB a run, B 14.5 kB (A/B 2.00)"
+        in text
+    )
+    assert "adds 1.00 kB to a waiting A run and 0.50 kB to a B run." in text
 
 
 def test_the_census_reads_the_small_object_arenas_of_this_interpreter() -> None:
     """`arenas_kb` parses `sys._debugmallocstats`' text: a CPython that words it otherwise
     makes the memory measure's arena figure 0, and this test fail."""
     assert arenas_kb() > 0  # this test's interpreter holds arenas for its own objects
+
+
+def test_the_census_reads_the_c_heap_of_this_process() -> None:
+    """`c_heap_kb` reads glibc's `mallinfo2`: a libc without it leaves the memory measure
+    without its C heap figures, and this test fails."""
+    heap = c_heap_kb()
+    assert heap["heap_kb"] > 0  # the interpreter's own allocations over 512 bytes at least
+    assert heap["heap_free_kb"] >= 0

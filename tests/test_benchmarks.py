@@ -103,6 +103,13 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
     assert memory["A/B"]["objects_per_run"] == pytest.approx(
         memory["A"]["objects_per_run"] / memory["B"]["objects_per_run"], abs=1e-3
     )
+    longer = memory["longer"]
+    assert (longer["steps"], memory["steps"]) == (10, 1)
+    for side in ("A", "B"):
+        assert longer[side]["objects_per_run"] > 3
+        assert longer["rss_kb_per_step"][side] == pytest.approx(
+            (longer[side]["rss_kb_per_run"] - memory[side]["rss_kb_per_run"]) / 9
+        )
     assert set(results["streaming"]["runs"]) == {
         "A streaming, stream()",
         "A streaming off",
