@@ -26,9 +26,10 @@ UPGRADE_LOAD = "upgrade_load"
 """The rolling upgrade under load (tests/test_upgrade_load.py): also `server`; about two
 minutes at CI's size, so it can be chosen (`-m upgrade_load`) or left out on its own."""
 SLOW = "slow"
-"""Tests of a few minutes each (the 5,000-step run, the benchmark harness's quick mode and
-its instruction count): also `server`; CI runs them, a developer may leave them out with
-`-m "not slow"` (as the README says)."""
+"""Tests of a few minutes each (the 5,000-step run, which starts with the session as a head
+start (`tests/head_start.py`), the benchmark harness's quick mode and its instruction
+count): also `server`; CI runs them, a developer may leave them out with `-m "not slow"`
+(as the README says)."""
 SERVER_FIXTURES = frozenset({"dev_server"})
 """Fixtures that start a Temporal server: a test using one (directly or through another
 fixture) is marked `server`."""
