@@ -96,7 +96,7 @@ def test_the_readme_says_how_long_the_suite_takes_and_keeps_its_two_commands() -
     two = two[: two.index("\n## ", 1)]
     assert "./scripts/dev    #" in two
     assert "./scripts/test   #" in two
-    assert "about 50 minutes on 2 cores" in two
+    assert "about 25 minutes on 2 cores" in two
     assert 'pytest -m "not server"' in two
     assert "about a minute" in two
 
