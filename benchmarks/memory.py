@@ -16,7 +16,13 @@ for one).
 The runs wait after one step (the goal's figure), and again after `LONGER` steps: what a
 run keeps grows with its conversation (A's) or its last activity results (B's), so the
 second figure, per step between the two, shows what a longer run costs beyond its first.
-A run that waits keeps its conversation packed (`LiveRun.park`)."""
+A run that waits keeps its conversation packed (`LiveRun.park`).
+
+Started all at once, runs free memory (what they kept only until the wait) between blocks
+other runs still use, which neither allocator can give back: the RSS then counts the burst's
+working set too. The third measure starts the ten-step runs `WAVE` at a time, each wave
+waiting before the next starts, as runs arriving over time do: the next wave reuses what
+the last one freed, so the RSS is closer to what a waiting run keeps."""
 
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ SIDES = ("A", "B")
 STEPS = 1
 LONGER = 10
 """Steps of the second measure's runs before they wait."""
+WAVE = 20
+"""Runs the third measure starts at a time, each wave waiting before the next starts."""
 TOP = 12
 """Types listed per side: the most numerous per run."""
 
@@ -67,16 +75,39 @@ async def all_waiting(client: Client, kind: str, queue: str, handles: list[Handl
     await wait_until(check, 120 + len(handles) / 5, f"the {kind} runs did not all wait")
 
 
+async def _leave_waiting(
+    client: Client,
+    kind: str,
+    queue: str,
+    count: int,
+    steps: int,
+    wave: int | None,
+    handles: list[Handle],
+) -> None:
+    """Adds `count` waiting runs to `handles`: all at once, or `wave` at a time, each wave
+    waiting before the next starts (so the next reuses what the last one freed)."""
+    for first in range(0, count, wave or count):
+        new = await start_waiting(client, kind, queue, min(wave or count, count - first), steps)
+        handles += new
+        # A's check counts the queue's waiting runs, so it is given all of them; B's asks each.
+        await all_waiting(client, kind, queue, handles if kind == "A" else new)
+
+
 async def one_side(
-    session: Session, kind: str, worker: WorkerProcess, runs: int, steps: int
+    session: Session,
+    kind: str,
+    worker: WorkerProcess,
+    runs: int,
+    steps: int,
+    wave: int | None = None,
 ) -> dict[str, Any]:
     first = max(1, runs // 10)
-    handles = await start_waiting(session.client, kind, worker.queue, first, steps)
+    handles: list[Handle] = []
+    client, queue = session.client, worker.queue
     try:
-        await all_waiting(session.client, kind, worker.queue, handles)
+        await _leave_waiting(client, kind, queue, first, steps, wave, handles)
         before = await worker.memory()
-        handles += await start_waiting(session.client, kind, worker.queue, runs - first, steps)
-        await all_waiting(session.client, kind, worker.queue, handles)
+        await _leave_waiting(client, kind, queue, runs - first, steps, wave, handles)
         after = await worker.memory()
     finally:
         for handle in handles:
@@ -109,18 +140,28 @@ async def measure(session: Session, quick: bool) -> dict[str, Any]:
         kind: (longer[kind]["rss_kb_per_run"] - one[kind]["rss_kb_per_run"]) / (LONGER - STEPS)
         for kind in SIDES
     }
-    return {**one, "longer": {**longer, "rss_kb_per_step": per_step}, "goal": 1.5}
+    waves = await _both_sides(session, LONGER, 30 if quick else 300, wave=10 if quick else WAVE)
+    return {
+        **one,
+        "longer": {**longer, "rss_kb_per_step": per_step},
+        "in_waves": waves,
+        "goal": 1.5,
+    }
 
 
-async def _both_sides(session: Session, steps: int, runs: int) -> dict[str, Any]:
+async def _both_sides(
+    session: Session, steps: int, runs: int, wave: int | None = None
+) -> dict[str, Any]:
     # Room for every run (and the warm-up's): a cached run is what is measured.
     pair = await session.pair("--waiting", str(steps), "--max-cached", str(runs + 100))
     sides = {}
+    how = f"{wave} at a time" if wave else "all at once"
     try:
         for kind in SIDES:
-            sides[kind] = await one_side(session, kind, pair[kind], runs, steps)
+            sides[kind] = await one_side(session, kind, pair[kind], runs, steps, wave)
             log(
-                f"  memory {kind}, {steps} step(s): {sides[kind]['rss_kb_per_run']:.1f} kB, "
+                f"  memory {kind}, {steps} step(s), {how}: "
+                f"{sides[kind]['rss_kb_per_run']:.1f} kB, "
                 f"{sides[kind]['objects_per_run']:.0f} objects a waiting run"
             )
     finally:
@@ -130,6 +171,7 @@ async def _both_sides(session: Session, steps: int, runs: int) -> dict[str, Any]
     return {
         "runs": runs,
         "steps": steps,
+        "wave": wave,
         **sides,
         "A/B": {
             key: ratio(a[key], b[key])

@@ -41,14 +41,25 @@ def memory(data: dict[str, Any]) -> list[str]:
         return lines
     a, b = longer["A"], longer["B"]
     step = longer["rss_kb_per_step"]
-    return [
-        *lines,
+    lines += [
         "",
         f"{longer['runs']} runs of {longer['steps']} steps left waiting the same way: A "
         f"{fmt(a['rss_kb_per_run'])} kB a run, B {fmt(b['rss_kb_per_run'])} kB (A/B "
         f"{fmt(longer['A/B']['rss_kb_per_run'])}); objects {fmt(a['objects_per_run'])} and "
         f"{fmt(b['objects_per_run'])}. Each step beyond the first adds {fmt(step['A'])} kB to "
         f"a waiting A run and {fmt(step['B'])} kB to a B run.",
+    ]
+    waves = data.get("in_waves")
+    if waves is None:
+        return lines
+    a, b = waves["A"], waves["B"]
+    return [
+        *lines,
+        "",
+        f"The same {waves['runs']} runs of {waves['steps']} steps started {waves['wave']} at a "
+        "time, each wave waiting before the next starts (as runs arriving over time do): A "
+        f"{fmt(a['rss_kb_per_run'])} kB a run, B {fmt(b['rss_kb_per_run'])} kB (A/B "
+        f"{fmt(waves['A/B']['rss_kb_per_run'])}).",
     ]
 
 

@@ -84,6 +84,11 @@ def test_the_memory_section_sets_the_ratio_beside_its_goal() -> None:
         in text
     )
     assert "adds 1.00 kB to a waiting A run and 0.50 kB to a B run." in text
+    assert "at a time" not in text  # results of before the third measure
+    waves = {**longer, "runs": 300, "wave": 20, "A/B": {"rss_kb_per_run": 1.5}}
+    text = "\n".join(report_fleet.memory({**data, "longer": longer, "in_waves": waves}))
+    assert "The same 300 runs of 10 steps started 20 at a time" in text
+    assert "A 29.0 kB a run, B 14.5 kB (A/B 1.50)." in text
 
 
 def test_the_census_reads_the_small_object_arenas_of_this_interpreter() -> None:

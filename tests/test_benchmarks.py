@@ -44,7 +44,7 @@ def test_a_loop_run_makes_every_lookup_with_either_model(model: str) -> None:
 def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> None:
     out, report = tmp_path / "results", tmp_path / "RESULTS.md"
     command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)]
-    subprocess.run([*command, "--report", str(report)], cwd=ROOT, check=True, timeout=280)
+    subprocess.run([*command, "--report", str(report)], cwd=ROOT, check=True, timeout=400)
 
     files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     assert set(files) == {
@@ -110,6 +110,10 @@ def test_the_quick_mode_writes_every_measure_and_one_report(tmp_path: Path) -> N
         assert longer["rss_kb_per_step"][side] == pytest.approx(
             (longer[side]["rss_kb_per_run"] - memory[side]["rss_kb_per_run"]) / 9
         )
+    waves = memory["in_waves"]
+    assert (waves["steps"], waves["wave"], longer["wave"]) == (10, 10, None)
+    for side in ("A", "B"):
+        assert waves[side]["objects_per_run"] > 3
     assert set(results["streaming"]["runs"]) == {
         "A streaming, stream()",
         "A streaming off",
