@@ -119,6 +119,19 @@ async def wait_for_status(handle: Any, status: str, timeout: float = 20) -> Any:
         await asyncio.sleep(0.1)
 
 
+async def until_pending_approval(run: Any, timeout: float = 20) -> str:
+    """Polls `run`'s (an `AgentRunHandle`) status until it waits for an approval; the first
+    pending call's id."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        view = await run.status()
+        if view.pending_approvals:
+            return str(view.pending_approvals[0].tool_call_id)
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{run} never waited for its approval: {view}")
+        await asyncio.sleep(0.05)
+
+
 def fast_activity(
     *,
     start_to_close: float = 30,

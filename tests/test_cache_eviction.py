@@ -10,10 +10,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from durable_agent.temporal import AgentClient
-from durable_agent.temporal.client import AgentRunHandle
 
 from .helpers import CallLog
-from .temporal_support import deploy_agent, new_worker
+from .temporal_support import deploy_agent, new_worker, until_pending_approval
 
 RUNS = 12
 CACHED = 2
@@ -34,16 +33,8 @@ async def test_a_full_cache_evicts_waiting_runs_and_replays_them_without_errors(
         agents = AgentClient(client, task_queue=worker.task_queue)
         runs = [await agents.start(spec.name, f"deploy #{n}") for n in range(RUNS)]
 
-        async def waiting(run: AgentRunHandle) -> None:
-            for _ in range(200):
-                view = await run.status()
-                if view.pending_approvals:
-                    return
-                await asyncio.sleep(0.1)
-            raise AssertionError(f"{run} never waited for its approval")
-
         for run in runs:  # one at a time: each query brings an evicted run back
-            await waiting(run)
+            await until_pending_approval(run)
         assert log.calls == [], "nothing runs before its approval"
         for run in reversed(runs):  # the least recently cached first
             view = await run.status()

@@ -25,10 +25,9 @@ from durable_agent import (
 )
 from durable_agent.models import AgentInfo
 from durable_agent.temporal import AgentClient, AgentWorkflow
-from durable_agent.temporal.client import AgentRunHandle
 from durable_agent.temporal.wire import CheckpointQuery, HistoryPageQuery
 
-from .temporal_support import new_worker, unique
+from .temporal_support import new_worker, unique, until_pending_approval
 
 pytestmark = pytest.mark.server
 
@@ -66,15 +65,6 @@ def _agent(seen: list[list[ModelMessage]]) -> Any:
     )
 
 
-async def _waiting(run: AgentRunHandle) -> str:
-    for _ in range(300):
-        view = await run.status()
-        if view.pending_approvals:
-            return view.pending_approvals[0].tool_call_id
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run} never waited for its approval")
-
-
 def _instance(workflow_id: str) -> _WorkflowInstanceImpl:
     found = [
         o
@@ -93,7 +83,7 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
     async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
         run = await agents.start(spec.name, "read the files, then deploy")
-        call_id = await _waiting(run)
+        call_id = await until_pending_approval(run)
         handle = client.get_workflow_handle(run.id)
 
         # Nothing the cached run reaches is a message: its conversation waits as JSON.
