@@ -28,6 +28,7 @@ from durable_agent.temporal import (
     AgentWorkflowResult,
     DurableAgentPlugin,
 )
+from durable_agent.temporal.storage import external_storage_from_env
 
 Hosted = AgentSpec | AgentRegistration
 """What a worker is given to host: an agent, or one with its activity options."""
@@ -42,6 +43,13 @@ def free_port() -> int:
 
 async def connect(address: str) -> Client:
     return await Client.connect(address, plugins=[DurableAgentPlugin()])
+
+
+async def file_storage_client(address: str, directory: Path) -> Client:
+    """A client (and so its workers) storing payloads over 64 KiB as files in `directory`:
+    a run carrying thousands of steps' conversation across continue-as-new needs it."""
+    storage = external_storage_from_env({"DURABLE_AGENT_STORAGE": f"file://{directory}"})
+    return await Client.connect(address, plugins=[DurableAgentPlugin(external_storage=storage)])
 
 
 async def client_knowing(client: Client, *agents: AgentSpec) -> Client:

@@ -25,17 +25,17 @@ from durable_agent import (
     UsageLimits,
 )
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentWorkflow, ApprovalSignal, DurableAgentPlugin, runtime_of
+from durable_agent.temporal import AgentWorkflow, ApprovalSignal, runtime_of
 from durable_agent.temporal.compaction.caches import PayloadCaches
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
-from durable_agent.temporal.storage import external_storage_from_env
 
 from .head_start import HeadStart
 from .helpers import call, text_response, tool_response
 from .temporal_support import (
     connect,
     fast_activity,
+    file_storage_client,
     free_port,
     new_worker,
     start_agent,
@@ -245,15 +245,6 @@ async def test_oversized_tool_result(client: Client, mode: str) -> None:
     )
 
 
-async def storage_client(client: Client, tmp_path: Path) -> Client:
-    """A client (and so its workers) storing payloads over 64 KiB in `tmp_path`."""
-    storage = external_storage_from_env({"DURABLE_AGENT_STORAGE": f"file://{tmp_path}"})
-    return await Client.connect(
-        client.service_client.config.target_host,
-        plugins=[DurableAgentPlugin(external_storage=storage)],
-    )
-
-
 async def chain_bytes(client: Client, handle: Any) -> tuple[int, int]:
     """(runs, protobuf bytes of every event) over a continue-as-new chain."""
     runs, size = 0, 0
@@ -272,7 +263,7 @@ async def test_history_bytes_stay_linear_across_continue_as_new(
 ) -> None:
     """The benchmark's bar (bytes(500)/bytes(100) <= 5.5) with the conversation carried
     across continue-as-new: each step adds about the same bytes, however long the run."""
-    stored = await storage_client(client, tmp_path)
+    stored = await file_storage_client(client.service_client.config.target_host, tmp_path)
     measured = {}
     for steps in (100, 500):
         name = unique(f"linear{steps}")

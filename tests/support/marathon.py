@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
-
 from durable_agent import (
     AgentBuilder,
     FunctionModel,
@@ -31,12 +29,18 @@ from durable_agent import (
 )
 from durable_agent.cli.logs import configure_logging
 from durable_agent.models import AgentInfo
-from durable_agent.temporal import AgentWorkflow, DurableAgentPlugin
+from durable_agent.temporal import AgentWorkflow
 from durable_agent.temporal.devserver import DevServer
 from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistration
-from durable_agent.temporal.storage import external_storage_from_env
 
-from ..temporal_support import fast_activity, free_port, new_worker, start_agent, unique
+from ..temporal_support import (
+    fast_activity,
+    file_storage_client,
+    free_port,
+    new_worker,
+    start_agent,
+    unique,
+)
 
 __all__ = ["marathon"]
 
@@ -73,10 +77,7 @@ async def marathon(steps: int, directory: Path) -> dict[str, Any]:
     try:
         # The run carries its conversation across continue-as-new; at thousands of steps
         # that is more than one payload holds, so it goes to external storage (files).
-        storage = external_storage_from_env({"DURABLE_AGENT_STORAGE": f"file://{directory}"})
-        client = await Client.connect(
-            server.address, plugins=[DurableAgentPlugin(external_storage=storage)]
-        )
+        client = await file_storage_client(server.address, directory)
         hosted = _agent(steps)
         started = time.monotonic()
         async with new_worker(client, max_concurrent_activities=8, agents=[hosted]) as worker:
