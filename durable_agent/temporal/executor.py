@@ -158,17 +158,17 @@ class TemporalExecutor:
         self._evidence = []
         self.on_wait()
 
-    def let_go_of(self, history: list[Any], read: Callable[[], list[Any]]) -> bool:
+    def let_go_of(self, history: list[Any], read: Callable[[], list[Any]]) -> None:
         """The run's conversation `history` is parked while it waits (`LiveRun.park`); the
         executor reads it back with `read` until `take_back`, if what it holds is a prefix
         of `history` message for message, and keeps the responses its boundaries share with
-        the conversation as their positions. False: it holds messages of its own, and keeps
-        them (an earlier run's checkpoint the conversation does not begin with)."""
+        the conversation as their positions. Otherwise it holds messages of its own (an
+        earlier run's checkpoint the conversation does not begin with), and keeps them."""
         held = self._history
         if len(held) > len(history):
-            return False
+            return
         if any(a is not b for a, b in zip(held, history[: len(held)], strict=True)):
-            return False
+            return
         positions = {id(message): at for at, message in enumerate(history)}
         for values in self._shared:
             for k, value in enumerate(values):
@@ -177,7 +177,6 @@ class TemporalExecutor:
                     values[k] = at  # no shared value is an int: the mark is unambiguous
         self._history = []
         self._read_history = read
-        return True
 
     def take_back(self, history: list[Any]) -> None:
         """The parked conversation is objects again (`let_go_of`)."""
