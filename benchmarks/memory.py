@@ -86,8 +86,9 @@ async def _leave_waiting(
 ) -> None:
     """Adds `count` waiting runs to `handles`: all at once, or `wave` at a time, each wave
     waiting before the next starts (so the next reuses what the last one freed)."""
-    for first in range(0, count, wave or count):
-        new = await start_waiting(client, kind, queue, min(wave or count, count - first), steps)
+    size = wave or max(count, 1)  # all at once: one wave (none when there is no run)
+    for first in range(0, count, size):
+        new = await start_waiting(client, kind, queue, min(size, count - first), steps)
         handles += new
         # A's check counts the queue's waiting runs, so it is given all of them; B's asks each.
         await all_waiting(client, kind, queue, handles if kind == "A" else new)
