@@ -9,11 +9,15 @@ wraps). Each test here fails naming what moved when a temporalio release moves i
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import gc
 import importlib
 import re
 import tomllib
+import types
 import uuid
+from collections import Counter
 from itertools import chain
 from pathlib import Path
 from typing import Any, ClassVar
@@ -229,3 +233,114 @@ def test_no_other_module_names_temporalios_private_names() -> None:
         if path.name != "_sdk.py":
             found = private.search(path.read_text())
             assert found is None, f"{path.relative_to(ROOT)} names {found.group()!r}"
+
+
+@workflow.defn(name="SdkSeamWaiter")
+class SdkSeamWaiter:
+    """Waits for `go`, then answers with its memo: what a run read from its first activation
+    must still read right after its views into it were let go of."""
+
+    def __init__(self) -> None:
+        self.went = False
+
+    @workflow.signal
+    def go(self) -> None:
+        self.went = True
+
+    @workflow.query
+    def waiting(self) -> bool:
+        return not self.went
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.sleep(0.01)  # a second activation, with a command of its own before it
+        await workflow.wait_condition(lambda: self.went)
+        return str(workflow.memo_value("note"))
+
+
+def _sdk_of(instance: WorkflowInstance) -> Any:
+    """The SDK's own instance inside a sandboxed one (the plugin's wraps the SDK's)."""
+    while not hasattr(instance, "globals_and_locals"):
+        instance = instance.inner  # type: ignore[attr-defined]
+    return instance.globals_and_locals["__temporal_in_sandbox"].instance  # type: ignore[attr-defined]
+
+
+def _protobuf_reached(instance: WorkflowInstance) -> Counter[str]:
+    """The protobuf messages and containers a sandboxed instance's SDK instance reaches, by
+    type name (classes, modules and functions are not walked: every run shares them)."""
+    sdk = _sdk_of(instance)
+    seen: set[int] = set()
+    found: Counter[str] = Counter()
+    todo: list[object] = [sdk]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(item))
+        module = type(item).__module__
+        if "_pb2" in module or "upb" in module:
+            found[type(item).__name__] += 1
+        todo.extend(gc.get_referents(item))
+    return found
+
+
+_VIEWS = {"WorkflowActivationCompletion", "RepeatedScalarContainer", "MessageMapContainer"}
+"""Only ever views: the completion a run sent last, its last activation's flags, its first
+activation's headers (each keeps the whole activation's arena allocated)."""
+
+
+class _KeepingOurs(_Keeping, ContextCachingSandboxedWorkflowRunner):
+    """The plugin's sandbox, keeping each instance it makes (in `_Keeping.made`)."""
+
+
+async def _waiting_views(
+    client: Client, runner: SandboxedWorkflowRunner
+) -> tuple[list[Counter[str]], set[int]]:
+    """What 3 runs waiting on a worker with `runner` reach of protobuf, and the ids of their
+    worker versions; their answers once let go on are checked."""
+    queue = f"sdk-seam-{uuid.uuid4()}"
+    made: list[WorkflowInstance] = type(runner).made  # type: ignore[attr-defined]
+    made.clear()
+    async with Worker(client, task_queue=queue, workflows=[SdkSeamWaiter], workflow_runner=runner):
+        handles = [
+            await client.start_workflow(
+                SdkSeamWaiter.run,
+                id=f"sdk-seam-{uuid.uuid4()}",
+                task_queue=queue,
+                memo={"note": f"run {k}"},
+            )
+            for k in range(3)
+        ]
+        for handle in handles:
+            while not await _slept(handle) or not await handle.query(SdkSeamWaiter.waiting):
+                await asyncio.sleep(0.05)
+        waiting = made[-3:]  # the first instance only validated the workflow
+        reached = [_protobuf_reached(instance) for instance in waiting]
+        versions = {id(_sdk_of(i)._deployment_version_for_current_task) for i in waiting}
+        for handle in handles:
+            await handle.signal(SdkSeamWaiter.go)
+        answers = [await handle.result() for handle in handles]
+    assert answers == ["run 0", "run 1", "run 2"]
+    return reached, versions
+
+
+async def _slept(handle: Any) -> bool:
+    """Whether the run's timer fired (its second activation happened)."""
+    history = await handle.fetch_history()
+    return any(event.HasField("timer_fired_event_attributes") for event in history.events)
+
+
+async def test_a_waiting_run_keeps_no_view_into_its_activations(client: Client) -> None:
+    """The SDK's instance keeps views into its first and last activations and its last
+    completion (`sandbox`'s docstring); the plugin's sandbox gives each run copies of its
+    own instead, so the messages they came from are freed. The SDK's own sandbox keeps
+    views: if a release no longer does, `_sdk.let_go_of_activation` has nothing to do."""
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(__name__)
+    sdks, _ = await _waiting_views(client, _Keeping(restrictions=restrictions))
+    for reached in sdks:
+        assert set(reached) >= _VIEWS, _moved(f"what a waiting instance keeps ({reached})")
+    plugins, versions = await _waiting_views(client, _KeepingOurs(restrictions=restrictions))
+    for reached in plugins:
+        assert not _VIEWS & set(reached), f"a waiting run still holds views: {reached}"
+        assert set(reached) <= {"Payloads", "Payload", "WorkerDeploymentVersion"}, reached
+    assert len(versions) == 1, "every activation's worker version is one shared message"

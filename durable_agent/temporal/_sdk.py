@@ -21,13 +21,16 @@ running it on the new release).
   whose tracers emit a run's spans with the ids fixed in advance (`tracing`).
 - `TASK_FAILURE_LOGGER`: the logger a workflow task that raised is reported to, which
   `durable_agent.testing` listens on to fail the test.
+- `let_go_of_activation`: the SDK instance's references into its last activation and
+  completion, which the plugin's sandbox replaces by values of their own (`sandbox`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from google.protobuf.message import Message
 from temporalio.worker import WorkflowInboundInterceptor, WorkflowInstance
 
 __all__ = [
@@ -36,6 +39,8 @@ __all__ = [
     "STREAM_POLL",
     "STREAM_PUBLISH_SIGNAL",
     "activity_name",
+    "let_go_of_activation",
+    "own_copy",
     "propagating_interceptor_class",
     "sdk_tracer_provider",
     "workflow_object",
@@ -57,15 +62,66 @@ _IN_SANDBOX = "__temporal_in_sandbox"
 """The sandboxed instance's `InSandbox`, in the globals its code runs in."""
 
 
-def workflow_object(instance: WorkflowInstance) -> object | None:
-    """The workflow object a `SandboxedWorkflowRunner` instance runs: the sandbox keeps its
-    `InSandbox` in the globals its code runs in, which holds the SDK's own instance, which
-    holds the object. None for another runner's instance, one that made no object yet, or
-    an SDK that keeps it elsewhere."""
+MessageT = TypeVar("MessageT", bound=Message)
+
+_ACTIVATION_FIELDS = (
+    "_current_completion",
+    "_current_internal_flags",
+    "_deployment_version_for_current_task",
+    "_workflow_input",
+)
+"""Where the SDK's instance keeps parts of its last activation and completion between
+activations (`let_go_of_activation`)."""
+
+
+def _sdk_fields(instance: WorkflowInstance) -> dict[str, Any] | None:
+    """The attributes of the SDK's own instance inside a `SandboxedWorkflowRunner` instance:
+    the sandbox keeps its `InSandbox` in the globals its code runs in, which holds it. None
+    for another runner's instance or an SDK that keeps it elsewhere."""
     scope = getattr(instance, "globals_and_locals", None)
     in_sandbox = scope.get(_IN_SANDBOX) if isinstance(scope, dict) else None
     fields = getattr(getattr(in_sandbox, "instance", None), "__dict__", None)
-    return fields.get("_object") if isinstance(fields, dict) else None
+    return fields if isinstance(fields, dict) else None
+
+
+def workflow_object(instance: WorkflowInstance) -> object | None:
+    """The workflow object a `SandboxedWorkflowRunner` instance runs (None for another
+    runner's instance, one that made no object yet, or an SDK that keeps it elsewhere)."""
+    fields = _sdk_fields(instance)
+    return fields.get("_object") if fields is not None else None
+
+
+def let_go_of_activation(instance: WorkflowInstance, version: Callable[[Message], Message]) -> bool:
+    """After an activation of a sandboxed `instance`: the SDK's instance keeps, until the
+    next one, the completion it sent, the activation's internal flags and worker version,
+    and for the whole run the first activation's headers. Each is a view into the protobuf
+    arena of the whole activation or completion (payloads, maps, every job), which stays
+    allocated while any view is held: a few kB a cached run, for as long as it waits. The
+    completion is dropped (the SDK makes a new one at the next activation), the flags
+    become a list, each header a copy, and the version `version(message)`: an equal
+    message outside the activation (the caller's, shared by its runs). False (nothing
+    changed) if the SDK keeps these elsewhere."""
+    fields = _sdk_fields(instance)
+    if fields is None or not all(name in fields for name in _ACTIVATION_FIELDS):
+        return False
+    fields["_current_completion"] = None
+    fields["_current_internal_flags"] = list(fields["_current_internal_flags"])
+    current = fields["_deployment_version_for_current_task"]
+    if isinstance(current, Message):
+        fields["_deployment_version_for_current_task"] = version(current)
+    started = fields["_workflow_input"]
+    if started is not None and not isinstance(started.headers, dict):
+        # In place: the run's coroutines hold this input too.
+        started.headers = {key: own_copy(value) for key, value in started.headers.items()}
+    return True
+
+
+def own_copy(message: MessageT) -> MessageT:
+    """`message` in an arena of its own: holding it no longer keeps the message it was
+    read from (an activation) allocated."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
 
 
 def activity_name(function: Callable[..., Any]) -> str | None:

@@ -25,6 +25,15 @@ keys are the types the run decodes: a passed-through workflow's are the worker's
 same in every run. A sandboxed module's types are imported again for each run, so a shared
 cache would keep every run's copies: such workflows keep a converter of their own.
 
+Between activations the SDK's instance keeps views into protobuf messages it was handed:
+the completion it sent last, the last activation's flags and worker version, the first
+activation's headers, memo and last completion result. A view keeps the arena of its whole
+message allocated (every job, payload and map of the activation), some kB a cached run
+for as long as it waits; bare Temporal's workers keep them. The plugin's instances hand the
+SDK copies of the first activation's (`create_instance`) and after each activation replace
+the rest by values of their own (`_sdk.let_go_of_activation`): worker versions are shared
+by the runner's instances, one message a version.
+
 When a run leaves the worker's cache (an eviction activation that succeeded: no task of it
 is left, and a query or its next task replays it in a new instance), `call_evicted_hook` lets
 a workflow that asks for it (`EVICTED_HOOK`: `AgentWorkflow` does) drop what its run held.
@@ -40,6 +49,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from temporalio.bridge.proto.common import WorkerDeploymentVersion
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.contrib.pydantic import PydanticPayloadConverter
@@ -60,7 +70,7 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.workflow import Info
 
-from ._sdk import workflow_object
+from ._sdk import let_go_of_activation, own_copy, workflow_object
 
 __all__ = [
     "EVICTED_HOOK",
@@ -116,9 +126,17 @@ def ignores_contexts(converter: DataConverter) -> bool:
 class ContextCachingInstance(WorkflowInstance):
     """A workflow instance whose context answers are remembered until its next activation."""
 
-    def __init__(self, inner: WorkflowInstance, *, context_free: bool = False) -> None:
+    def __init__(
+        self,
+        inner: WorkflowInstance,
+        *,
+        context_free: bool = False,
+        version: Callable[[Any], Any] = own_copy,
+    ) -> None:
         self.inner = inner
         self.context_free = context_free
+        self._version = version
+        """An activation's worker version, as a message of the runner's (`sandbox`)."""
         """The worker's converter ignores contexts (`ignores_contexts`): answer without
         asking the sandboxed instance."""
         self._contexts: dict[Any, SerializationContext | None] = {}
@@ -129,6 +147,7 @@ class ContextCachingInstance(WorkflowInstance):
         self._contexts.clear()
         self._stores.clear()
         completion = self.inner.activate(act)
+        let_go_of_activation(self.inner, self._version)
         if (
             not self._released
             and completion.HasField("successful")
@@ -195,11 +214,25 @@ class ContextCachingSandboxedWorkflowRunner(SandboxedWorkflowRunner):
     )
     """Per factory the SDK hands its instances (the worker's data converter's): one that
     answers every instance with the same converter."""
+    _versions: dict[tuple[str, str], WorkerDeploymentVersion] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """The worker versions its instances' activations named, one message each."""
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
         if self.context_free and self.passes_through(det.defn.cls.__module__):
             det = dataclasses.replace(det, payload_converter_factory=self.shared(det))
-        return ContextCachingInstance(super().create_instance(det), context_free=self.context_free)
+        det = _own_start(det)
+        inner = super().create_instance(det)
+        return ContextCachingInstance(inner, context_free=self.context_free, version=self.version)
+
+    def version(self, message: WorkerDeploymentVersion) -> WorkerDeploymentVersion:
+        """The runner's message equal to an activation's worker version `message`."""
+        key = (message.deployment_name, message.build_id)
+        found = self._versions.get(key)
+        if found is None:
+            found = self._versions[key] = own_copy(message)
+        return found
 
     def passes_through(self, module: str) -> bool:
         """Whether the sandbox imports `module` once, outside it, as the SDK's importer
@@ -219,6 +252,20 @@ class ContextCachingSandboxedWorkflowRunner(SandboxedWorkflowRunner):
         if found is None:
             found = self._converters[factory] = _Always(factory())
         return found
+
+
+def _own_start(det: WorkflowInstanceDetails) -> WorkflowInstanceDetails:
+    """`det` with its first activation's headers, memo and last completion result copied
+    out of it (`sandbox`): what the run keeps of them then holds no view into that
+    activation."""
+    info = det.info
+    headers = {key: own_copy(value) for key, value in info.headers.items()}
+    memo = {key: own_copy(value) for key, value in info.raw_memo.items()}
+    return dataclasses.replace(
+        det,
+        info=dataclasses.replace(info, headers=headers, raw_memo=memo),
+        last_completion_result=own_copy(det.last_completion_result),
+    )
 
 
 class _Always:
