@@ -10,6 +10,7 @@ import gc
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.worker._workflow_instance import _WorkflowInstanceImpl
 
@@ -82,7 +83,8 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
     spec = _agent(seen)
     async with new_worker(client, agents=[spec]) as worker:
         agents = AgentClient(client, task_queue=worker.task_queue)
-        run = await agents.start(spec.name, "read the files, then deploy")
+        run_prompt = "read the files, then deploy"
+        run = await agents.start(spec.name, run_prompt)
         call_id = await until_pending_approval(run)
         handle = client.get_workflow_handle(run.id)
 
@@ -91,6 +93,14 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
         held = reachable(_instance(run.id), set()).values()
         messages = [o for o in held if isinstance(o, (ModelRequest, ModelResponse))]
         assert messages == [], f"a waiting run holds {len(messages)} message objects"
+        # Nor the JSON it was started with (the SDK keeps the decoded arguments): it was read.
+        fields = {id(vars(o)) for o in held if isinstance(o, BaseModel)}
+        started = [
+            o
+            for o in held
+            if isinstance(o, dict) and o.get("prompt") == run_prompt and id(o) not in fields
+        ]
+        assert started == [], "a waiting run keeps its input's JSON beside its input"
 
         # Queries read it whole meanwhile, as the model last saw it plus its answer.
         asked = seen[-1]

@@ -75,8 +75,9 @@ class TemporalExecutor:
         # `checkpoints` query reads the evidence out of the JSON (`evidence`). Flat lists of
         # strings, bytes and shared references, not a model or tuple per boundary: a busy
         # worker holds every step's boundaries of every cached run, and a finished run's
-        # instance is freed by the garbage collector, which walks objects, not bytes.
-        self._ids: list[str] = []
+        # instance is freed by the garbage collector, which walks objects, not bytes. The
+        # ids are packed too while the run waits (one block, not a string a boundary).
+        self._ids = PackedBytes()
         self._nodes: list[AgentExecutionNode] = []
         self._kept = PackedBytes()
         self._lengths: list[int] = []
@@ -140,7 +141,7 @@ class TemporalExecutor:
         self._latest = checkpoint
         state = checkpoint.state
         self._history = state.message_history
-        self._ids.append(checkpoint.checkpoint_id)
+        self._ids.append(checkpoint.checkpoint_id.encode())
         self._nodes.append(checkpoint.node)
         self._kept.append(kept)
         self._lengths.append(len(state.message_history))
@@ -153,6 +154,7 @@ class TemporalExecutor:
         is the last packed: `latest` reads it back), and so is the evidence read for the
         `checkpoints` query (read again when next asked)."""
         self._kept.pack()
+        self._ids.pack()
         if self._ids:
             self._latest = None
         self._evidence = []
@@ -234,7 +236,7 @@ class TemporalExecutor:
     def position_of(self, checkpoint_id: str) -> int | None:
         """Where this run recorded checkpoint `checkpoint_id` (None: it did not)."""
         try:
-            return self._ids.index(checkpoint_id)
+            return self._ids.since(0).index(checkpoint_id.encode())
         except ValueError:
             return None
 
@@ -243,7 +245,7 @@ class TemporalExecutor:
 
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
-        checkpoint_id, length = self._ids[position], self._lengths[position]
+        checkpoint_id, length = self._ids[position].decode(), self._lengths[position]
         read = self._read_history
         history = self._history if read is None else read()
         if length > len(history):

@@ -86,6 +86,11 @@ class AgentWorkflow:
         self.hosting = hosting()
         self._cost_memo = CostMemo()
         self.input, self._input_problem = read_input(input)
+        if isinstance(input, dict):
+            # The SDK keeps the decoded JSON for the run's life (the arguments it passed
+            # here and to `run`); what the run reads is `self.input`, so the JSON's
+            # contents (a continued run's whole checkpoint among them) need not stay.
+            input.clear()
         live = self.live = LiveRun(self.input)
         self.executor = TemporalExecutor(
             self.input.suspend_at,
@@ -189,6 +194,7 @@ class AgentWorkflow:
             while True:
                 try:
                     state = await drive
+                    del drive  # the finished coroutine need not last through a wait
                 except ExecutionSuspended as suspended:
                     if suspended.reason != CONTINUE_AS_NEW:
                         raise

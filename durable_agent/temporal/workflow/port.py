@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -52,7 +52,9 @@ class WorkflowPort(Protocol):
         """Whether someone asked the server to cancel this run."""
         ...
 
-    async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
+    def wait(
+        self, condition: Callable[[], bool], timeout: timedelta | None = None
+    ) -> Awaitable[None]:
         """Returns once `condition()` holds; raises TimeoutError after `timeout`."""
         ...
 
@@ -97,8 +99,12 @@ class TemporalPort:
     def cancel_requested(self) -> bool:
         return workflow.cancellation_reason() is not None
 
-    async def wait(self, condition: Callable[[], bool], timeout: timedelta | None = None) -> None:
-        await workflow.wait_condition(condition, timeout=timeout)
+    def wait(
+        self, condition: Callable[[], bool], timeout: timedelta | None = None
+    ) -> Awaitable[None]:
+        # The SDK's coroutine itself, not one of ours around it: a run waiting for days
+        # holds every coroutine of its waiting chain.
+        return workflow.wait_condition(condition, timeout=timeout)
 
     def upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
         workflow.upsert_search_attributes(updates)

@@ -9,11 +9,13 @@ asked for, and every read (the poll update, the poll and offset queries) first h
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import PollInput
 from temporalio.worker import (
+    ExecuteWorkflowInput,
     HandleQueryInput,
     HandleUpdateInput,
     Interceptor,
@@ -37,6 +39,11 @@ class StreamPollInterceptor(Interceptor):
 
 
 class _SeesPolls(WorkflowInboundInterceptor):
+    def execute_workflow(self, input: ExecuteWorkflowInput) -> Coroutine[Any, Any, Any]:
+        # The next interceptor's coroutine itself, not one of ours around it (the base
+        # class's): a run waiting for days holds every coroutine of its waiting chain.
+        return self.next.execute_workflow(input)
+
     async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
         instance = workflow.instance() if input.update == STREAM_POLL else None
         if not isinstance(instance, AgentWorkflow):
