@@ -8,6 +8,7 @@ until a `resume` signal or `resume_run` update arrives, then continues in the sa
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,6 +38,8 @@ _SHARED_FIELDS = ("latest_response", "toolset_listings")
 them, never changes them in place, and they are the large ones (the response just read, the
 tool schemas listed), so every boundary writing them again would cost each step their size."""
 _BY_REFERENCE = {"state": {"message_history", *_SHARED_FIELDS}}
+_NODES = tuple(AgentExecutionNode)
+_NODE_AT = {node: at for at, node in enumerate(_NODES)}
 
 
 class _Resume(BaseModel):
@@ -78,9 +81,10 @@ class TemporalExecutor:
         # instance is freed by the garbage collector, which walks objects, not bytes. The
         # ids are packed too while the run waits (one block, not a string a boundary).
         self._ids = PackedBytes()
-        self._nodes: list[AgentExecutionNode] = []
+        self._nodes = bytearray()
+        """Each boundary's node as its place in `_NODES` (a byte, not a reference)."""
         self._kept = PackedBytes()
-        self._lengths: list[int] = []
+        self._lengths = array("I")
         self._shared: list[list[Any]] = [[] for _ in _SHARED_FIELDS]
         self._evidence: list[AgentResumeEvidence] = []
         self._read_history: Callable[[], list[Any]] | None = None
@@ -107,7 +111,7 @@ class TemporalExecutor:
     @property
     def node(self) -> AgentExecutionNode | None:
         if self._nodes:
-            return self._nodes[-1]
+            return _NODES[self._nodes[-1]]
         return self._latest.node if self._latest is not None else None
 
     @property
@@ -142,7 +146,7 @@ class TemporalExecutor:
         state = checkpoint.state
         self._history = state.message_history
         self._ids.append(checkpoint.checkpoint_id.encode())
-        self._nodes.append(checkpoint.node)
+        self._nodes.append(_NODE_AT[checkpoint.node])
         self._kept.append(kept)
         self._lengths.append(len(state.message_history))
         for name, values in zip(_SHARED_FIELDS, self._shared, strict=True):
@@ -222,7 +226,7 @@ class TemporalExecutor:
     @property
     def nodes(self) -> list[AgentExecutionNode]:
         """Each recorded boundary's node, in order."""
-        return self._nodes
+        return [_NODES[at] for at in self._nodes]
 
     @property
     def evidence(self) -> list[AgentResumeEvidence]:

@@ -110,9 +110,7 @@ class AgentWorkflow:
             priority=self.input.priority,
             refused=self.decisions.remember_refusal,
         )
-        workflow.set_signal_handler(SUBAGENT_STATUS_SIGNAL, self.subagents.on_status)
         self.quota = QuotaGate(self._publish, lambda: quota_priority(self.input))
-        workflow.set_signal_handler(GRANT_SIGNAL, self.quota.on_grant)
         self.visibility = Visibility(
             live, self.executor, self.session, self.decisions, port, self.subagents
         )
@@ -133,14 +131,7 @@ class AgentWorkflow:
             port,
             refused=self.decisions.refused,
         )
-        self._results = Gate(
-            "deferred_result",
-            DeferredResultSignal,
-            self.decisions.check_result,
-            self.decisions.record_result,
-            port,
-        )
-        control = self.control = RunControl(
+        self.control = RunControl(
             live,
             self.executor,
             port,
@@ -148,10 +139,6 @@ class AgentWorkflow:
             waits_for_decisions=lambda: bool(self.visibility.undecided()),
         )
         self.routing = ApprovalRouting(live, self.decisions, self.subagents, self._approvals, port)
-        self._resumes = Gate(
-            "resume", ResumeSignal, control.check_resume, control.resume, port, optional=True
-        )
-        self._steering = Gate("steer", SteerSignal, control.check_steer, control.steer, port)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -381,6 +368,17 @@ class AgentWorkflow:
     def _accepted(self, message: str, *, resumes: bool = False) -> UpdateAccepted:
         return self.visibility.accepted(message, resumes=resumes)
 
+    # Handlers of the class, not set for each run (`set_signal_handler`): a cached run keeps
+    # a definition and a bound method for each handler set for it.
+
+    @workflow.signal(name=SUBAGENT_STATUS_SIGNAL)
+    def _subagent_status(self, *inputs: Any) -> None:
+        self.subagents.on_status(*inputs)
+
+    @workflow.signal(name=GRANT_SIGNAL)
+    def _quota_granted(self, *inputs: Any) -> None:
+        self.quota.on_grant(*inputs)
+
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         workflow.logger.warning(
@@ -406,29 +404,29 @@ class AgentWorkflow:
 
     @workflow.signal
     def deferred_result(self, *inputs: Any) -> None:
-        self._results.signal(inputs)
+        self.decisions.result_gate.signal(inputs)
 
     @workflow.update
     def submit_deferred_result(self, request: DeferredResultSignal) -> UpdateAccepted:
-        self._results.record(request)
+        self.decisions.result_gate.record(request)
         return self._accepted(f"result for deferred call {request.tool_call_id!r} recorded")
 
     @submit_deferred_result.validator
     def _validate_deferred(self, request: DeferredResultSignal) -> None:
-        self._results.validate(request)
+        self.decisions.result_gate.validate(request)
 
     @workflow.signal
     def resume(self, *inputs: Any) -> None:
-        self._resumes.signal(inputs)
+        self.control.resume_gate.signal(inputs)
 
     @workflow.update
     def resume_run(self, request: ResumeSignal) -> UpdateAccepted:
-        self._resumes.record(request)
+        self.control.resume_gate.record(request)
         return self._accepted("run resumed", resumes=True)
 
     @resume_run.validator
     def _validate_resume(self, request: ResumeSignal) -> None:
-        self._resumes.validate(request)
+        self.control.resume_gate.validate(request)
 
     @workflow.signal
     def suspend(self, *inputs: Any) -> None:
@@ -438,13 +436,13 @@ class AgentWorkflow:
 
     @workflow.signal
     def steer(self, *inputs: Any) -> None:
-        self._steering.signal(inputs)
+        self.control.steer_gate.signal(inputs)
 
     @workflow.update
     def steer_run(self, request: SteerSignal) -> UpdateAccepted:
-        self._steering.record(request)
+        self.control.steer_gate.record(request)
         return self._accepted("steering message queued for the model's next request")
 
     @steer_run.validator
     def _validate_steer(self, request: SteerSignal) -> None:
-        self._steering.validate(request)
+        self.control.steer_gate.validate(request)

@@ -7,6 +7,7 @@ next request. Each check is the one its signal and its update share (see `gates`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from temporalio import workflow
@@ -16,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from ...engine.controller import steering_problem
     from ..executor import TemporalExecutor
     from ..wire import AWAITING_PROMPT, ResumeSignal, SteerSignal, SuspendSignal
-    from .gates import Refusal
+    from .gates import Gate, Refusal
     from .live import LiveRun
     from .port import WorkflowPort
 
@@ -41,6 +42,19 @@ class RunControl:
         self._port = port
         self._status = status
         self._waits_for_decisions = waits_for_decisions
+
+    # Gates made on a run's first request of their kind, which most runs never get: a cached
+    # run keeps what it made for as long as it waits.
+
+    @functools.cached_property
+    def resume_gate(self) -> Gate[ResumeSignal]:
+        return Gate(
+            "resume", ResumeSignal, self.check_resume, self.resume, self._port, optional=True
+        )
+
+    @functools.cached_property
+    def steer_gate(self) -> Gate[SteerSignal]:
+        return Gate("steer", SteerSignal, self.check_steer, self.steer, self._port)
 
     def check_resume(self, request: ResumeSignal, as_signal: bool) -> Refusal | None:
         if self._executor.is_suspended:

@@ -9,6 +9,7 @@ Which decisions are valid is the run controller's rule (`approval_problem`,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -21,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from ..queries import ApprovalRefusal
     from ..signing import ApprovalKeys
     from ..wire import ApprovalSignal, Continuation, DeferredResultSignal
-    from .gates import Refusal
+    from .gates import Gate, Refusal
     from .live import LiveRun
     from .port import WorkflowPort
 
@@ -177,6 +178,13 @@ class HumanDecisions:
         loop.announce_decision(tool_call_id, name, decision)
 
     # -- deferred results --------------------------------------------------------------------
+
+    @functools.cached_property
+    def result_gate(self) -> Gate[DeferredResultSignal]:
+        """Made on the run's first deferred result, which most runs never get: a cached run
+        keeps what it made for as long as it waits."""
+        check, record = self.check_result, self.record_result
+        return Gate("deferred_result", DeferredResultSignal, check, record, self._port)
 
     def check_result(self, request: DeferredResultSignal, as_signal: bool) -> Refusal | None:
         controller = self._live.controller
