@@ -135,10 +135,10 @@ class ContextCachingInstance(WorkflowInstance):
     ) -> None:
         self.inner = inner
         self.context_free = context_free
-        self._version = version
-        """An activation's worker version, as a message of the runner's (`sandbox`)."""
         """The worker's converter ignores contexts (`ignores_contexts`): answer without
         asking the sandboxed instance."""
+        self._version = version
+        """An activation's worker version, as a message of the runner's (`sandbox`)."""
         self._contexts: dict[Any, SerializationContext | None] = {}
         self._stores: dict[Any, Any] = {}
         self._released = False
