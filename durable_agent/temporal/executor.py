@@ -249,10 +249,12 @@ class TemporalExecutor:
 
         Keeping every boundary's conversation would hold O(steps²) messages; but within a
         run the conversation only grows, so each one is a prefix of the latest's."""
-        checkpoint_id, length = self._ids[position].decode(), self._lengths[position]
+        length = self._lengths[position]
         read = self._read_history
         history = self._history if read is None else read()
         if length > len(history):
+            # The id only names the checkpoint here: read from its packed block no sooner.
+            checkpoint_id = self._ids[position].decode()
             raise ValueError(
                 f"checkpoint {checkpoint_id} held {length} messages, more than the "
                 f"{len(history)} of the latest one; its conversation is not a prefix"
