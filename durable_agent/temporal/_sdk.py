@@ -27,7 +27,7 @@ running it on the new release).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
@@ -40,6 +40,7 @@ __all__ = [
     "STREAM_PUBLISH_SIGNAL",
     "activity_name",
     "let_go_of_activation",
+    "own_copies",
     "own_copy",
     "propagating_interceptor_class",
     "sdk_tracer_provider",
@@ -112,7 +113,7 @@ def let_go_of_activation(instance: WorkflowInstance, version: Callable[[Message]
     started = fields["_workflow_input"]
     if started is not None and not isinstance(started.headers, dict):
         # In place: the run's coroutines hold this input too.
-        started.headers = {key: own_copy(value) for key, value in started.headers.items()}
+        started.headers = own_copies(started.headers)
     return True
 
 
@@ -122,6 +123,11 @@ def own_copy(message: MessageT) -> MessageT:
     copy = type(message)()
     copy.CopyFrom(message)
     return copy
+
+
+def own_copies(messages: Mapping[str, MessageT]) -> dict[str, MessageT]:
+    """Each of `messages` (a map read from an activation: headers, a memo) in its own arena."""
+    return {key: own_copy(value) for key, value in messages.items()}
 
 
 def activity_name(function: Callable[..., Any]) -> str | None:

@@ -70,7 +70,7 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.workflow import Info
 
-from ._sdk import let_go_of_activation, own_copy, workflow_object
+from ._sdk import let_go_of_activation, own_copies, own_copy, workflow_object
 
 __all__ = [
     "EVICTED_HOOK",
@@ -259,11 +259,11 @@ def _own_start(det: WorkflowInstanceDetails) -> WorkflowInstanceDetails:
     out of it (`sandbox`): what the run keeps of them then holds no view into that
     activation."""
     info = det.info
-    headers = {key: own_copy(value) for key, value in info.headers.items()}
-    memo = {key: own_copy(value) for key, value in info.raw_memo.items()}
     return dataclasses.replace(
         det,
-        info=dataclasses.replace(info, headers=headers, raw_memo=memo),
+        info=dataclasses.replace(
+            info, headers=own_copies(info.headers), raw_memo=own_copies(info.raw_memo)
+        ),
         last_completion_result=own_copy(det.last_completion_result),
     )
 
