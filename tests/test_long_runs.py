@@ -32,9 +32,9 @@ from durable_agent.temporal.registry import AgentActivityConfig, AgentRegistrati
 
 from .head_start import HeadStart
 from .helpers import call, text_response, tool_response
+from .support.marathon import FAST
 from .temporal_support import (
     connect,
-    fast_activity,
     file_storage_client,
     free_port,
     new_worker,
@@ -42,8 +42,6 @@ from .temporal_support import (
     unique,
     wait_for_status,
 )
-
-FAST = fast_activity(start_to_close=120, heartbeat=None, maximum_interval=60)
 
 
 def stepping_model(steps: int, *, then_deploy: bool = False) -> FunctionModel:

@@ -42,9 +42,10 @@ from ..temporal_support import (
     unique,
 )
 
-__all__ = ["marathon"]
+__all__ = ["FAST", "marathon"]
 
 FAST = fast_activity(start_to_close=120, heartbeat=None, maximum_interval=60)
+"""Long runs' activity options (`tests/test_long_runs.py` uses them too)."""
 
 
 def _agent(steps: int) -> AgentRegistration:
