@@ -110,16 +110,15 @@ def parts(
 
 
 def _components(instance: Any) -> list[tuple[str, object]]:
-    """A waiting run's parts, the loop's first (what a run that let go of its loop while
-    waiting would drop), then the workflow's components, then the SDK instance's."""
+    """A waiting run's parts, the loop's first (None once a waiting run lets go of it),
+    then the workflow's components, then the SDK instance's."""
     run = instance._object
     controller = run.live.controller
-    loop = controller.loop
-    state = loop.state
+    state = run.live.state  # a waiting run has let go of its loop (`LiveRun.park`)
     named: list[tuple[str, object]] = [
         ("conversation (state.message_history)", state.message_history),
         ("state (the rest of it)", state),
-        ("loop", loop),
+        ("loop", controller.loop),
         ("controller, agent and runner", controller),
     ]
     named += [(f"workflow.{name}", value) for name, value in vars(run).items()]

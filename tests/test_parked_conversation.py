@@ -24,6 +24,7 @@ from durable_agent import (
     TextPart,
     ToolCallPart,
 )
+from durable_agent.engine.loop import AgentLoop
 from durable_agent.models import AgentInfo
 from durable_agent.temporal import AgentClient, AgentWorkflow
 from durable_agent.temporal.wire import CheckpointQuery, HistoryPageQuery
@@ -93,6 +94,8 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
         held = reachable(_instance(run.id), set()).values()
         messages = [o for o in held if isinstance(o, (ModelRequest, ModelResponse))]
         assert messages == [], f"a waiting run holds {len(messages)} message objects"
+        # Nor a loop: the run goes on in a new one, made from its state (`LiveRun.park`).
+        assert not [o for o in held if isinstance(o, AgentLoop)], "a waiting run keeps its loop"
         # Nor the JSON it was started with (the SDK keeps the decoded arguments): it was read.
         fields = {id(vars(o)) for o in held if isinstance(o, BaseModel)}
         started = [
@@ -120,11 +123,14 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
         view = await run.status()
         assert view.model is not None
         assert view.model.endswith("function:respond")
+        tools = await handle.query(AgentWorkflow.toolset_tools)
+        assert tools == []  # function tools are not a toolset's; the query still answers
 
         # Still parked after those reads; approved, the run goes on with its conversation.
         gc.collect()
         held = reachable(_instance(run.id), set()).values()
         assert not [o for o in held if isinstance(o, (ModelRequest, ModelResponse))]
+        assert not [o for o in held if isinstance(o, AgentLoop)], "a query made the loop again"
         await run.approve(call_id, by="ops")
         result = await asyncio.wait_for(run.result(), 60)
 

@@ -59,12 +59,6 @@ class Conversation:
             history.append(message)
         self.views.clear()
 
-    def disown(self) -> None:
-        """Lets go of the list it made (the run keeps its conversation elsewhere while it
-        waits); the next message then starts a list of its own again."""
-        self._owned = None
-        self.views.clear()
-
 
 class Boundaries:
     """Takes a run's checkpoints and asks its executor whether the run goes on."""

@@ -147,11 +147,6 @@ class AgentLoop:
         self.state.pending_steering = [*self.state.pending_steering, message]
         return self.recorder.emit(None, trusted(SteeredData, message=message))
 
-    def disown_conversation(self) -> None:
-        """The run keeps its conversation elsewhere for a while (a driver's long wait):
-        the loop holds no reference to its messages until the state has them again."""
-        self.boundaries.conversation.disown()
-
     def release(self) -> None:
         """Empties this loop and its parts, so reference counting frees a run's state at
         once when the loop is dropped (its parts refer to each other)."""

@@ -360,8 +360,7 @@ class AgentWorkflow:
     def toolset_tools(self) -> list[ToolDefinition]:
         """The run's listed toolset tools as the model is shown them: serves the
         model-request activity when its cache misses (model requests carry only a digest)."""
-        loop = self.live.loop
-        return loop.toolset_definitions() if loop is not None else []
+        return self.live.toolset_definitions()
 
     # -- human input: each signal and its update go through one `Gate` ---------------------
 

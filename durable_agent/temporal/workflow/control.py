@@ -80,7 +80,7 @@ class RunControl:
         """Only a run whose loop can still read it may be steered: running, or waiting for
         a human or a resume (the message then waits for the run to go on)."""
         status = self._status()
-        if self._live.loop is None or status not in _STEERABLE:
+        if self._live.state is None or status not in _STEERABLE:
             if status == AWAITING_PROMPT:
                 problem = "the session waits for its next prompt; send it with send_prompt"
             else:

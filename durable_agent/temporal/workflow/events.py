@@ -201,10 +201,9 @@ class EventStream:
         earlier step, one of an attempt already superseded, and a resent batch are dropped.
         The first batch of a newer attempt after an older attempt published text emits
         `model_retry` first, so clients drop the superseded text."""
-        loop = self._live.loop
+        loop = self._live.driving_loop()
         if (
             loop is None
-            or not loop.driving
             or self._executor.node is not AgentExecutionNode.BEFORE_MODEL_REQUEST
             or batch.run_step != loop.state.run_step + 1
         ):

@@ -10,6 +10,12 @@ with the run, a few pydantic models a message (about 6 KB a tool step as objects
 0.6 KB as JSON). It is read back when the run goes on (`unpark`); queries meanwhile read a
 copy (`messages`). Neither issues a command, so a replay parks and unparks at the same
 points.
+
+The loop is let go of too while the run waits: a dozen collaborators a run, and the run goes
+on in a loop of its own (`RunController.continue_after_hitl`) anyway. What the wait needs of
+a loop (a record for a decision as it arrives, a steering message) is done by one made
+again from the state (`RunController.attach`); making one draws no ids and issues nothing,
+so it is the same loop, numbering records on from the state's `stream_seq`.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from ...contract.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
     from ...contract.records import RecordData, RunCancelledData
     from ...contract.state import AgentRunState, RunStatus
+    from ...contract.tools import ToolDefinition
     from ...engine.controller import RunController
     from ...engine.loop import AgentLoop
     from ...engine.spec import AgentSpec
@@ -54,16 +61,34 @@ class LiveRun:
         """`kind: message` once the run failed."""
         self._parked: _Parked | None = None
         """The conversation while the run waits for a person."""
+        self._waiting: AgentRunState | None = None
+        """The state while the run waits without a loop (`park`)."""
 
     @property
     def loop(self) -> AgentLoop | None:
+        """The run's loop, to act through: made again if the run let go of it to wait."""
+        controller = self.controller
+        if controller is None:
+            return None
+        if controller.loop is None and self._waiting is not None:
+            state, self._waiting = self._waiting, None
+            controller.attach(state, stream_start=state.stream_seq)
+        return controller.loop
+
+    def _kept_loop(self) -> AgentLoop | None:
+        """The loop as it is: None before there is one and while a waiting run has none."""
         return self.controller.loop if self.controller is not None else None
+
+    def driving_loop(self) -> AgentLoop | None:
+        """The loop while it drives the run (None while the run waits: nothing made)."""
+        loop = self._kept_loop()
+        return loop if loop is not None and loop.driving else None
 
     @property
     def state(self) -> AgentRunState | None:
         """The run's live state: the one the loop is driving (None before it has one)."""
-        loop = self.loop
-        return loop.state if loop is not None else None
+        loop = self._kept_loop()
+        return loop.state if loop is not None else self._waiting
 
     @property
     def agent(self) -> AgentSpec | None:
@@ -72,8 +97,24 @@ class LiveRun:
     @property
     def seq(self) -> int:
         """The next stream record's seq."""
-        loop = self.loop
-        return loop.seq if loop is not None else 0
+        loop = self._kept_loop()
+        if loop is not None:
+            return loop.seq
+        return self._waiting.stream_seq if self._waiting is not None else 0
+
+    def toolset_definitions(self) -> list[ToolDefinition]:
+        """The run's listed toolset tools, for a query: a waiting run's loop is not made
+        again for it (what a query reads must not change what the run keeps)."""
+        controller, kept, state = self.controller, self._kept_loop(), self._waiting
+        if kept is not None:
+            return kept.toolset_definitions()
+        if controller is None or state is None:
+            return []
+        loop = AgentLoop(controller.agent, state, controller.driver)
+        try:
+            return loop.toolset_definitions()
+        finally:
+            loop.release()
 
     def messages(self) -> list[ModelMessage]:
         """The run's conversation: its state's, or while it is parked a copy read back for
@@ -97,11 +138,14 @@ class LiveRun:
         return _answered_by(self.messages())
 
     def park(self, executor: TemporalExecutor) -> None:
-        """The run starts a long wait: its conversation is kept as JSON, and the state, the
-        loop and `executor` let go of its messages. Nothing before the loop exists."""
-        state, loop = self.state, self.loop
-        if state is None or loop is None or self._parked is not None:
+        """The run starts a long wait: its conversation is kept as JSON, the state and
+        `executor` let go of its messages, and the controller of its loop. Nothing before
+        the loop exists."""
+        controller = self.controller
+        loop = controller.loop if controller is not None else None
+        if controller is None or loop is None or self._parked is not None:
             return
+        state = loop.state
         history = state.message_history
         latest = state.latest_response
         # The state's latest response is the conversation's last one: kept as its position.
@@ -113,17 +157,21 @@ class LiveRun:
             None if at is None else len(history) - 1 - at,
         )
         executor.let_go_of(history, self.messages)
-        loop.disown_conversation()
         state.message_history = []
         if at is not None:
             state.latest_response = None
+        state.stream_seq = loop.seq  # where a loop made again numbers on (the same seq)
+        controller.loop = None
+        loop.release()
+        self._waiting = state
 
     def unpark(self, executor: TemporalExecutor) -> None:
         """The wait is over: the conversation is objects again, in the state and
         `executor` (the loop copies it before it next grows)."""
-        state = self.state
-        if self._parked is None or state is None:
+        loop = self.loop
+        if self._parked is None or loop is None:
             return
+        state = loop.state
         history = self.messages()
         latest = self._parked.latest_at
         self._parked = None
