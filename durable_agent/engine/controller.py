@@ -8,7 +8,7 @@ stream records and messages wherever it runs.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Collection, Coroutine, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -305,7 +305,7 @@ class RunController:
         state: AgentRunState | None,
         tool_call_id: str,
         *,
-        delivered: set[str],
+        delivered: Collection[str],
         status: str,
     ) -> str | None:
         if tool_call_id in delivered:

@@ -34,6 +34,7 @@ KEPT_REFUSALS = 5
 DROPPED_APPROVAL = "durable-agent.approval-signal-dropped"
 """Patch-marker prefix recording that an `approval` signal was refused by the authorization
 check (see `HumanDecisions.signal_authorization`)."""
+_NONE: frozenset[str] = frozenset()
 
 
 class HumanDecisions:
@@ -57,7 +58,9 @@ class HumanDecisions:
         self.decided: dict[str, ToolApprovalDecision] = {}
         """Every decision this run has accepted, kept for audit and to refuse a second one."""
         self.results: dict[str, DeferredToolResult] = {}
-        self.delivered: set[str] = set()
+        self.delivered: frozenset[str] = _NONE
+        """Deferred calls given a result (a set made for each run would be 216 bytes of
+        every cached one, few of which ever get a deferred result)."""
         self.waiting_since: datetime | None = None
         """`now()` when the run last began waiting for humans (state, not a command)."""
         self._approval_signals = 0
@@ -68,7 +71,7 @@ class HumanDecisions:
 
     def restore(self, continuation: Continuation) -> None:
         self.decided = dict(continuation.decided)
-        self.delivered = set(continuation.delivered)
+        self.delivered = frozenset(continuation.delivered)
 
     # -- approvals ---------------------------------------------------------------------------
 
@@ -200,7 +203,7 @@ class HumanDecisions:
         return Refusal("invalid_deferred_result", problem) if problem else None
 
     def record_result(self, signal: DeferredResultSignal) -> None:
-        self.delivered.add(signal.tool_call_id)
+        self.delivered = self.delivered | {signal.tool_call_id}
         self.results[signal.tool_call_id] = DeferredToolResult(
             tool_call_id=signal.tool_call_id, status=signal.status, response=signal.response
         )
