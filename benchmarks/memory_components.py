@@ -110,17 +110,19 @@ def parts(
 
 
 def _components(instance: Any) -> list[tuple[str, object]]:
-    """A waiting run's parts, the loop's first (None once a waiting run lets go of it),
-    then the workflow's components, then the SDK instance's."""
+    """A waiting run's parts, the loop's first (while a run has one: a waiting run has
+    let go of it and its state), then the workflow's components, then the SDK instance's."""
     run = instance._object
     controller = run.live.controller
-    state = run.live.state  # a waiting run has let go of its loop (`LiveRun.park`)
-    named: list[tuple[str, object]] = [
-        ("conversation (state.message_history)", state.message_history),
-        ("state (the rest of it)", state),
-        ("loop", controller.loop),
-        ("controller, agent and runner", controller),
-    ]
+    loop = controller.loop  # None: a waiting run keeps its state packed (`LiveRun.park`)
+    named: list[tuple[str, object]] = []
+    if loop is not None:
+        named += [
+            ("conversation (state.message_history)", loop.state.message_history),
+            ("state (the rest of it)", loop.state),
+            ("loop", loop),
+        ]
+    named.append(("controller, agent and runner", controller))
     named += [(f"workflow.{name}", value) for name, value in vars(run).items()]
     sdk = vars(instance)
     named += [(f"sdk.{name}", sdk[name]) for name in HANDLERS]

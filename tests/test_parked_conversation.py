@@ -17,6 +17,7 @@ from temporalio.worker._workflow_instance import _WorkflowInstanceImpl
 from benchmarks.memory_components import reachable
 from durable_agent import (
     AgentBuilder,
+    AgentRunState,
     FunctionModel,
     ModelMessage,
     ModelRequest,
@@ -94,8 +95,10 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
         held = reachable(_instance(run.id), set()).values()
         messages = [o for o in held if isinstance(o, (ModelRequest, ModelResponse))]
         assert messages == [], f"a waiting run holds {len(messages)} message objects"
-        # Nor a loop: the run goes on in a new one, made from its state (`LiveRun.park`).
+        # Nor a loop, nor its state as objects: the run goes on in a new loop, made from the
+        # state read back (`LiveRun.park`).
         assert not [o for o in held if isinstance(o, AgentLoop)], "a waiting run keeps its loop"
+        assert not [o for o in held if isinstance(o, AgentRunState)], "it keeps its state"
         # Nor the JSON it was started with (the SDK keeps the decoded arguments): it was read.
         fields = {id(vars(o)) for o in held if isinstance(o, BaseModel)}
         started = [
@@ -131,6 +134,7 @@ async def test_a_waiting_run_keeps_no_message_object_and_goes_on_with_its_conver
         held = reachable(_instance(run.id), set()).values()
         assert not [o for o in held if isinstance(o, (ModelRequest, ModelResponse))]
         assert not [o for o in held if isinstance(o, AgentLoop)], "a query made the loop again"
+        assert not [o for o in held if isinstance(o, AgentRunState)], "a query kept a state"
         await run.approve(call_id, by="ops")
         result = await asyncio.wait_for(run.result(), 60)
 

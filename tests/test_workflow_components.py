@@ -230,9 +230,7 @@ async def test_a_deferred_result_for_a_run_with_no_deferred_calls_is_refused() -
 
 async def test_an_approval_wait_that_times_out_denies_the_undecided_calls() -> None:
     p = await parts()
-    state = p.live.state
-    assert state is not None
-    await p.decisions.wait(state, timeout_seconds=0.01)
+    await p.decisions.wait(timeout_seconds=0.01)
     decision = p.decisions.decisions["d1"]
     assert not decision.approved
     assert (decision.decided_by, decision.reason) == ("system", "approval expired")

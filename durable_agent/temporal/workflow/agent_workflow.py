@@ -197,8 +197,9 @@ class AgentWorkflow:
                 # A long wait: what the run keeps is packed meanwhile (see `LiveRun.park`).
                 self.executor.pack()
                 self.live.park(self.executor)
-                await self.decisions.wait(state, input.approval_timeout_seconds)
-                self.live.unpark(self.executor)
+                del state  # parked: the wait holds no state object
+                await self.decisions.wait(input.approval_timeout_seconds)
+                state = self.live.unpark(self.executor)
                 approvals, results = self.decisions.take(state)
                 drive = controller.continue_after_hitl(state, approvals, results, announce=False)
         except AgentError as error:

@@ -224,9 +224,9 @@ class HumanDecisions:
             a.tool_call_id in self.decisions for a in state.pending_approval_tool_returns
         ) and all(d.tool_call_id in self.results for d in state.deferred_tool_returns)
 
-    async def wait(self, state: AgentRunState, timeout_seconds: float | None) -> None:
-        """Until every pending call of `state` is decided; after `timeout_seconds` the
-        undecided approvals are denied as expired (deferred calls keep waiting)."""
+    async def wait(self, timeout_seconds: float | None) -> None:
+        """Until every pending call of the run's state is decided; after `timeout_seconds`
+        the undecided approvals are denied as expired (deferred calls keep waiting)."""
         self.waiting_since = self._port.now()
         self._publish()
         try:
@@ -234,6 +234,8 @@ class HumanDecisions:
                 self.all_decided, timedelta(seconds=timeout_seconds) if timeout_seconds else None
             )
         except TimeoutError:
+            state = self._live.state
+            assert state is not None
             for approval in state.pending_approval_tool_returns:
                 if approval.tool_call_id not in self.decisions:
                     expired = ToolApprovalDecision.deny(APPROVAL_EXPIRED, decided_by="system")

@@ -4,30 +4,27 @@ The run controller exists once the workflow knows its agent, and its loop once a
 state; before that there is nothing to read. Components ask here instead of each testing
 `controller`, `controller.loop` and `loop.state` for themselves.
 
-A run that waits for a person keeps its conversation as compressed JSON meanwhile (`park`):
-a worker holds every cached waiting run, and the conversation is the part of one that grows
-with the run, a few pydantic models a message (about 6 KB a tool step as objects against
-0.6 KB as JSON). It is read back when the run goes on (`unpark`); queries meanwhile read a
-copy (`messages`). Neither issues a command, so a replay parks and unparks at the same
-points.
-
-The loop is let go of too while the run waits: a dozen collaborators a run, and the run goes
-on in a loop of its own (`RunController.continue_after_hitl`) anyway. What the wait needs of
-a loop (a record for a decision as it arrives, a steering message) is done by one made
-again from the state (`RunController.attach`); making one draws no ids and issues nothing,
-so it is the same loop, numbering records on from the state's `stream_seq`.
+A run that waits for a person keeps its state as compressed JSON meanwhile (`park`, see
+`ParkedRun`), and lets go of its loop: a worker holds every cached waiting run, and the
+conversation is the part of one that grows with the run (about 6 KB a tool step as objects
+against 0.6 KB as JSON), the loop a dozen collaborators. Readers meanwhile get copies read
+back for them (`state`, `messages`); what the wait does through a loop (a record for a
+decision as it arrives, a steering message) goes through one made again from the state
+(`loop`), which then stays until the run goes on (`unpark`) in a loop of its own
+(`RunController.continue_after_hitl`). Making a loop draws no ids and issues nothing, so it
+is the same loop, numbering records on from where the parked one stopped; parking issues no
+command either, so a replay parks and unparks at the same points.
 """
 
 from __future__ import annotations
 
-import zlib
-from typing import Any, NamedTuple, cast
+from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from ...contract.checkpoint import AgentExecutionNode
-    from ...contract.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+    from ...contract.messages import ModelMessage
     from ...contract.records import RecordData, RunCancelledData
     from ...contract.state import AgentRunState, RunStatus
     from ...contract.tools import ToolDefinition
@@ -35,20 +32,10 @@ with workflow.unsafe.imports_passed_through():
     from ...engine.loop import AgentLoop
     from ...engine.spec import AgentSpec
     from ..executor import TemporalExecutor
-    from ..packed import PACK_LEVEL
     from ..wire import AgentWorkflowInput
+    from .parked import ParkedRun, answered_by
 
 __all__ = ["LiveRun", "release_evicted"]
-
-
-class _Parked(NamedTuple):
-    packed: bytes
-    """The conversation's JSON, compressed (it repeats its field names message after
-    message): the bytes are on the C heap, which Python's objects are not."""
-    length: int
-    answered_by: str | None
-    latest_at: int | None
-    """Where the state's `latest_response` is in the conversation (None: it kept it)."""
 
 
 class LiveRun:
@@ -59,20 +46,19 @@ class LiveRun:
         self.controller: RunController | None = None
         self.error: str | None = None
         """`kind: message` once the run failed."""
-        self._parked: _Parked | None = None
-        """The conversation while the run waits for a person."""
-        self._waiting: AgentRunState | None = None
-        """The state while the run waits without a loop (`park`)."""
+        self._parked: ParkedRun | None = None
+        """The state while the run waits for a person."""
 
     @property
     def loop(self) -> AgentLoop | None:
         """The run's loop, to act through: made again if the run let go of it to wait."""
-        controller = self.controller
+        controller, parked = self.controller, self._parked
         if controller is None:
             return None
-        if controller.loop is None and self._waiting is not None:
-            state, self._waiting = self._waiting, None
-            controller.attach(state, stream_start=state.stream_seq)
+        if controller.loop is None and parked is not None and parked.rest is not None:
+            state = parked.state()
+            self._parked = parked.unpacked()
+            controller.attach(state, stream_start=parked.seq)
         return controller.loop
 
     def _kept_loop(self) -> AgentLoop | None:
@@ -86,9 +72,14 @@ class LiveRun:
 
     @property
     def state(self) -> AgentRunState | None:
-        """The run's live state: the one the loop is driving (None before it has one)."""
+        """The run's live state: the one the loop is driving (None before it has one).
+        While the run is parked without a loop, a copy read back for this reader alone:
+        what changes the state goes through `loop`."""
         loop = self._kept_loop()
-        return loop.state if loop is not None else self._waiting
+        if loop is not None:
+            return loop.state
+        parked = self._parked
+        return parked.state() if parked is not None and parked.rest is not None else None
 
     @property
     def agent(self) -> AgentSpec | None:
@@ -100,12 +91,12 @@ class LiveRun:
         loop = self._kept_loop()
         if loop is not None:
             return loop.seq
-        return self._waiting.stream_seq if self._waiting is not None else 0
+        return self._parked.seq if self._parked is not None else 0
 
     def toolset_definitions(self) -> list[ToolDefinition]:
         """The run's listed toolset tools, for a query: a waiting run's loop is not made
         again for it (what a query reads must not change what the run keeps)."""
-        controller, kept, state = self.controller, self._kept_loop(), self._waiting
+        controller, kept, state = self.controller, self._kept_loop(), self.state
         if kept is not None:
             return kept.toolset_definitions()
         if controller is None or state is None:
@@ -120,7 +111,7 @@ class LiveRun:
         """The run's conversation: its state's, or while it is parked a copy read back for
         this reader alone (a query, a fork, the run's status), not kept."""
         if self._parked is not None:
-            return ModelMessagesTypeAdapter.validate_json(zlib.decompress(self._parked.packed))
+            return self._parked.messages()
         state = self.state
         return state.message_history if state is not None else []
 
@@ -135,56 +126,37 @@ class LiveRun:
         run's status names it."""
         if self._parked is not None:
             return self._parked.answered_by
-        return _answered_by(self.messages())
+        return answered_by(self.messages())
 
     def park(self, executor: TemporalExecutor) -> None:
-        """The run starts a long wait: its conversation is kept as JSON, the state and
-        `executor` let go of its messages, and the controller of its loop. Nothing before
-        the loop exists."""
+        """The run starts a long wait: its state is kept as JSON, `executor` lets go of
+        its messages and the controller of its loop. Nothing before the loop exists."""
         controller = self.controller
         loop = controller.loop if controller is not None else None
         if controller is None or loop is None or self._parked is not None:
             return
         state = loop.state
-        history = state.message_history
-        latest = state.latest_response
-        # The state's latest response is the conversation's last one: kept as its position.
-        at = next((k for k, m in enumerate(reversed(history)) if m is latest), None)
-        self._parked = _Parked(
-            zlib.compress(ModelMessagesTypeAdapter.dump_json(history), PACK_LEVEL),
-            len(history),
-            _answered_by(history),
-            None if at is None else len(history) - 1 - at,
-        )
-        executor.let_go_of(history, self.messages)
-        state.message_history = []
-        if at is not None:
-            state.latest_response = None
-        state.stream_seq = loop.seq  # where a loop made again numbers on (the same seq)
+        self._parked = ParkedRun.of(state, loop.seq)
+        executor.let_go_of(state.message_history, self.messages)
         controller.loop = None
         loop.release()
-        self._waiting = state
 
-    def unpark(self, executor: TemporalExecutor) -> None:
-        """The wait is over: the conversation is objects again, in the state and
-        `executor` (the loop copies it before it next grows)."""
+    def unpark(self, executor: TemporalExecutor) -> AgentRunState:
+        """The wait is over: the state is objects again, with its conversation, in a loop
+        and `executor` (the loop copies the conversation before it next grows)."""
         loop = self.loop
-        if self._parked is None or loop is None:
-            return
-        state = loop.state
-        history = self.messages()
-        latest = self._parked.latest_at
-        self._parked = None
-        state.message_history = history
-        if latest is not None:
-            state.latest_response = cast(ModelResponse, history[latest])
-        executor.take_back(history)
+        assert loop is not None, "a run waits for people once its loop has a state"
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.restore(loop.state)
+            executor.take_back(loop.state.message_history)
+        return loop.state
 
     def cancelled(self, reason: str | None) -> None:
         """The run was cancelled (`reason`: what its canceller said, if anything)."""
-        state = self.state
-        if state is not None:
-            state.status = RunStatus.CANCELLED
+        loop = self.loop
+        if loop is not None:
+            loop.state.status = RunStatus.CANCELLED
         self.announce(None, RunCancelledData(reason=reason or None))
 
     def announce(self, node: AgentExecutionNode | None, data: RecordData) -> None:
@@ -193,14 +165,6 @@ class LiveRun:
         loop = self.loop
         if loop is not None:
             loop.emit(node, data)
-
-
-def _answered_by(history: list[ModelMessage]) -> str | None:
-    for message in reversed(history):
-        if message.kind == "response":  # by kind: the sandbox wraps `isinstance`
-            name = message.model_name or "unknown model"
-            return f"{message.provider_name}:{name}" if message.provider_name else name
-    return None
 
 
 def release_evicted(workflow_fields: dict[str, Any]) -> None:
