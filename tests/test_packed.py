@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -58,3 +59,24 @@ def test_nothing_new_packs_nothing_and_a_cleared_list_is_empty() -> None:
     kept.clear()
     assert len(kept) == 0
     assert list(kept) == []
+
+
+def test_empty_and_packed_lists_keep_no_container_of_their_own() -> None:
+    """An empty or fully packed list shares its empty parts (a waiting run keeps several),
+    and one list's values never show in another's."""
+    empty, packed = PackedBytes(), PackedBytes()
+    packed.append(b"one")
+    packed.pack()
+    for kept in (empty, packed):
+        own = [r for r in gc.get_referents(kept) if isinstance(r, list)]
+        assert own == [], f"{kept!r} holds a list of its own: {own}"
+    empty.append(b"first")
+    other = PackedBytes()
+    assert (len(empty), len(other), list(other)) == (1, 0, [])
+    packed.append(b"two")
+    assert list(packed) == [b"one", b"two"]
+    assert list(empty) == [b"first"]
+    assert other.since(0) == []
+    empty.clear()
+    assert list(empty) == []
+    assert len(PackedBytes()) == 0

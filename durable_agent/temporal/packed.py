@@ -21,6 +21,10 @@ __all__ = ["PackedBytes"]
 
 PACK_LEVEL = 6
 """zlib's default: on ~1 kB JSON values it is within a few percent of level 9's size."""
+_NO_ENDS = array("L")
+"""Every empty instance's `_ends` (replaced, never changed in place): a waiting run keeps
+several of these, and an array or a list made for nothing is an object of each cached run."""
+_NO_TAIL: tuple[bytes, ...] = ()
 
 
 class PackedBytes:
@@ -31,14 +35,18 @@ class PackedBytes:
     def __init__(self) -> None:
         self._block = b""
         """The packed values, one zlib stream (empty: none packed)."""
-        self._ends = array("L")
+        self._ends = _NO_ENDS
         """Where each packed value ends in the unpacked block (an array: one block of
         machine words, not an int object each)."""
-        self._tail: list[bytes] = []
-        """Values appended since the last `pack`."""
+        self._tail: list[bytes] | tuple[bytes, ...] = _NO_TAIL
+        """Values appended since the last `pack`: a list once there is one."""
 
     def append(self, value: bytes) -> None:
-        self._tail.append(value)
+        tail = self._tail
+        if isinstance(tail, list):
+            tail.append(value)
+        else:
+            self._tail = [value]
 
     def __len__(self) -> int:
         return len(self._ends) + len(self._tail)
@@ -62,14 +70,15 @@ class PackedBytes:
         """The values from `start` on (one unpack for all the packed ones among them)."""
         packed = len(self._ends)
         if start >= packed:
-            return self._tail[start - packed :]
+            return list(self._tail[start - packed :])
         block = zlib.decompress(self._block)
         starts = (0, *self._ends[:-1])
         values = [block[starts[i] : self._ends[i]] for i in range(start, packed)]
-        return values + self._tail
+        values += self._tail
+        return values
 
     def clear(self) -> None:
-        self._block, self._ends, self._tail = b"", array("L"), []
+        self._block, self._ends, self._tail = b"", _NO_ENDS, _NO_TAIL
 
     def pack(self) -> None:
         """Packs every value kept so far into one block (nothing new: nothing to do)."""
@@ -78,7 +87,7 @@ class PackedBytes:
         values = self.since(0)
         self._block = zlib.compress(b"".join(values), PACK_LEVEL)
         self._ends = array("L", accumulate(len(value) for value in values))
-        self._tail = []
+        self._tail = _NO_TAIL
 
     @property
     def packed_bytes(self) -> int:
