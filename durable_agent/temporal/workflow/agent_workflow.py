@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from .costs import CostMemo
     from .decisions import HumanDecisions
     from .events import EventStream
-    from .gates import Gate, parse_signal
+    from .gates import parse_signal
     from .inputs import RawInput, read_input
     from .live import LiveRun, release_evicted
     from .lookup import checkpoint_lookup
@@ -92,9 +92,11 @@ class AgentWorkflow:
             # contents (a continued run's whole checkpoint among them) need not stay.
             input.clear()
         live = self.live = LiveRun(self.input)
+        # One bound method each, handed to every component: a cached run keeps each one made.
+        publish, status = self._publish, self._status
         self.executor = TemporalExecutor(
             self.input.suspend_at,
-            on_change=self._publish,
+            on_change=publish,
             continue_as_new=self._continue_as_new_due,
             announce=live.announce,
         )
@@ -102,15 +104,15 @@ class AgentWorkflow:
         workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self.events.refuse_publish)
         self.session = Session(self.input, live, port)
         self.decisions = HumanDecisions(
-            live, port, status=self._status, publish=self._publish, keys=self.hosting.approval_keys
+            live, port, status=status, publish=publish, keys=self.hosting.approval_keys
         )
         self.subagents = SubagentRuns(
             port,
-            self._publish,
+            publish,
             priority=self.input.priority,
             refused=self.decisions.remember_refusal,
         )
-        self.quota = QuotaGate(self._publish, lambda: quota_priority(self.input))
+        self.quota = QuotaGate(publish, lambda: quota_priority(self.input))
         self.visibility = Visibility(
             live, self.executor, self.session, self.decisions, port, self.subagents
         )
@@ -123,22 +125,14 @@ class AgentWorkflow:
             port,
             external_storage=self.hosting.external_storage,
         )
-        self._approvals = Gate(
-            "approval",
-            ApprovalSignal,
-            self.decisions.check_approval,
-            self.decisions.record_approval,
-            port,
-            refused=self.decisions.refused,
-        )
         self.control = RunControl(
             live,
             self.executor,
             port,
-            status=self._status,
+            status=status,
             waits_for_decisions=lambda: bool(self.visibility.undecided()),
         )
-        self.routing = ApprovalRouting(live, self.decisions, self.subagents, self._approvals, port)
+        self.routing = ApprovalRouting(live, self.decisions, self.subagents, port)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -390,11 +384,11 @@ class AgentWorkflow:
     @workflow.signal
     def approval(self, *inputs: Any) -> None:
         if not self.routing.forwarded(inputs):
-            self._approvals.signal(inputs)
+            self.decisions.approval_gate.signal(inputs)
 
     @workflow.update
     def submit_approval(self, request: ApprovalSignal) -> UpdateAccepted:
-        self._approvals.record(request)
+        self.decisions.approval_gate.record(request)
         verdict = "approved" if request.approved else "denied"
         return self._accepted(f"tool call {request.tool_call_id!r} {verdict}")
 

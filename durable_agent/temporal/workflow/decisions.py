@@ -10,7 +10,7 @@ Which decisions are valid is the run controller's rule (`approval_problem`,
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -180,6 +180,13 @@ class HumanDecisions:
         name = next((a.tool_name for a in pending if a.tool_call_id == tool_call_id), "")
         loop.announce_decision(tool_call_id, name, decision)
 
+    @functools.cached_property
+    def approval_gate(self) -> Gate[ApprovalSignal]:
+        """Made on the run's first approval (a signal, an update or its validator), not
+        while the run waits for it: a cached run keeps what it made for as long as it waits."""
+        check, record = self.check_approval, self.record_approval
+        return Gate("approval", ApprovalSignal, check, record, self._port, refused=self.refused)
+
     # -- deferred results --------------------------------------------------------------------
 
     @functools.cached_property
@@ -224,15 +231,20 @@ class HumanDecisions:
             a.tool_call_id in self.decisions for a in state.pending_approval_tool_returns
         ) and all(d.tool_call_id in self.results for d in state.deferred_tool_returns)
 
-    async def wait(self, timeout_seconds: float | None) -> None:
+    def wait(self, timeout_seconds: float | None) -> Awaitable[None]:
         """Until every pending call of the run's state is decided; after `timeout_seconds`
-        the undecided approvals are denied as expired (deferred calls keep waiting)."""
+        the undecided approvals are denied as expired (deferred calls keep waiting).
+        Without a timeout, the SDK's wait itself: a coroutine of ours around it would be
+        one more a run keeps for as long as it waits."""
         self.waiting_since = self._port.now()
         self._publish()
+        if not timeout_seconds:
+            return self._port.wait(self.all_decided)
+        return self._wait_expiring(timedelta(seconds=timeout_seconds))
+
+    async def _wait_expiring(self, timeout: timedelta) -> None:
         try:
-            await self._port.wait(
-                self.all_decided, timedelta(seconds=timeout_seconds) if timeout_seconds else None
-            )
+            await self._port.wait(self.all_decided, timeout)
         except TimeoutError:
             state = self._live.state
             assert state is not None

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from ..wire import ApprovalSignal
     from .decisions import HumanDecisions
-    from .gates import Gate, Refusal
+    from .gates import Refusal
     from .live import LiveRun
     from .port import WorkflowPort
     from .subagents import ROUTING_PATCH, SubagentRuns
@@ -36,13 +36,11 @@ class ApprovalRouting:
         live: LiveRun,
         decisions: HumanDecisions,
         subagents: SubagentRuns,
-        approvals: Gate[ApprovalSignal],
         port: WorkflowPort,
     ) -> None:
         self._live = live
         self._decisions = decisions
         self._subagents = subagents
-        self._approvals = approvals
         self._port = port
 
     def forwarded(self, inputs: tuple[Any, ...]) -> bool:
@@ -79,7 +77,7 @@ class ApprovalRouting:
         if route is not None:
             raise self._subagents.refusal(call_id, route)
         try:
-            self._approvals.validate(request)
+            self._decisions.approval_gate.validate(request)
         except ApplicationError as refused:
             known = call_id in self._decisions.decided or self._waits_for(call_id)
             if refused.type != "invalid_approval" or known or not self._subagents.pending():
