@@ -131,8 +131,7 @@ class LiveRun:
     def park(self, executor: TemporalExecutor) -> None:
         """The run starts a long wait: its state is kept as JSON, `executor` lets go of
         its messages and the controller of its loop. Nothing before the loop exists."""
-        controller = self.controller
-        loop = controller.loop if controller is not None else None
+        controller, loop = self.controller, self._kept_loop()
         if controller is None or loop is None or self._parked is not None:
             return
         state = loop.state
