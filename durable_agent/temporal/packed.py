@@ -70,7 +70,8 @@ class PackedBytes:
         """The values from `start` on (one unpack for all the packed ones among them)."""
         packed = len(self._ends)
         if start >= packed:
-            return list(self._tail[start - packed :])
+            tail = self._tail  # a list, or the shared empty tuple
+            return tail[start - packed :] if isinstance(tail, list) else []
         block = zlib.decompress(self._block)
         starts = (0, *self._ends[:-1])
         values = [block[starts[i] : self._ends[i]] for i in range(start, packed)]
